@@ -1,0 +1,71 @@
+"""Dead-letter store in Redis (AOF-persisted by ``sidecar stack up``).
+
+One entry per record or message that can never succeed as is: the record (or message ref),
+the stage that failed, the reason and the time. Entries are kept until redriven or purged.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import asdict, dataclass
+from typing import Any
+
+import redis
+
+
+@dataclass(frozen=True, slots=True)
+class DeadLetter:
+    id: str
+    time: float
+    stage: str  # decode | fulltext | vectors
+    reason: str
+    mailbox_id: str | None
+    payload: Any  # the raw record (decode) or a message ref [mailbox_id, message_key]
+    source: str | None = None
+
+    def to_json(self) -> str:
+        # ensure_ascii: a poison record may hold lone surrogates that UTF-8 cannot carry.
+        return json.dumps(asdict(self), ensure_ascii=True)
+
+
+class DeadLetterStore:
+    def __init__(self, client: redis.Redis, prefix: str) -> None:
+        self._redis = client
+        self._entries = f"{prefix}:dlq:entries"
+        self._order = f"{prefix}:dlq:order"
+
+    def add(
+        self, *, stage: str, reason: str, payload: Any,
+        mailbox_id: str | None = None, source: str | None = None,
+    ) -> DeadLetter:
+        entry = DeadLetter(uuid.uuid4().hex, time.time(), stage, reason, mailbox_id, payload, source)
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hset(self._entries, entry.id, entry.to_json())
+        pipe.zadd(self._order, {entry.id: entry.time})
+        pipe.execute()
+        return entry
+
+    def get(self, entry_id: str) -> DeadLetter | None:
+        raw = self._redis.hget(self._entries, entry_id)
+        return DeadLetter(**json.loads(raw)) if raw else None
+
+    def list(self, limit: int | None = None) -> list[DeadLetter]:
+        ids = self._redis.zrange(self._order, 0, -1 if limit is None else limit - 1)
+        raws = self._redis.hmget(self._entries, ids) if ids else []
+        return [DeadLetter(**json.loads(r)) for r in raws if r]
+
+    def __iter__(self) -> Iterator[DeadLetter]:
+        return iter(self.list())
+
+    def count(self) -> int:
+        return int(self._redis.zcard(self._order))
+
+    def remove(self, entry_id: str) -> bool:
+        pipe = self._redis.pipeline(transaction=True)
+        pipe.hdel(self._entries, entry_id)
+        pipe.zrem(self._order, entry_id)
+        removed, _ = pipe.execute()
+        return bool(removed)

@@ -1,0 +1,194 @@
+"""DynamoDB adapter: consistent reads of a message's current items, and the sidecar's own table.
+
+The sidecar's table (``<table>-sidecar``) keeps what the mail table cannot answer by message
+key — the participants of a message — plus, later, checkpoints and leases. Reads of the mail
+table are strongly consistent: the planner's "re-read, write, re-read" relies on it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Collection, Iterable, Iterator, Sequence
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from indexer.core.documents import MessageState, Participant
+from indexer.core.errors import TransientError
+from indexer.core.items import message_pk, message_sk, pointer_pk
+from indexer.core.plan import MessageRef, ParticipantRef
+
+_DESER = TypeDeserializer()
+_SER = TypeSerializer()
+_BATCH_KEYS = 100
+_TRANSIENT_CODES = {
+    "ProvisionedThroughputExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+    "LimitExceededException",
+}
+
+Key = tuple[str, str]
+
+
+def plain(item: dict[str, Any]) -> dict[str, Any]:
+    """DynamoDB JSON item → Python values (numbers stay ``Decimal``; the core converts)."""
+    return {k: _DESER.deserialize(v) for k, v in item.items()}
+
+
+def _chunks(keys: Sequence[Key], size: int) -> Iterator[Sequence[Key]]:
+    for start in range(0, len(keys), size):
+        yield keys[start : start + size]
+
+
+def classify_error(exc: Exception) -> Exception:
+    """Map a boto error to the core's transient class, or return it unchanged."""
+    if isinstance(exc, BotoCoreError):
+        return TransientError(f"dynamodb: {exc}")
+    if isinstance(exc, ClientError):
+        code = exc.response.get("Error", {}).get("Code", "")
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        if code in _TRANSIENT_CODES or status >= 500:
+            return TransientError(f"dynamodb: {code}")
+    return exc
+
+
+class DynamoStore:
+    """Reads of the mail table and reads/writes of the sidecar's table."""
+
+    def __init__(self, client: Any, table: str, state_table: str) -> None:
+        self._client = client
+        self._table = table
+        self._state = state_table
+
+    # -- mail table ---------------------------------------------------------------------------
+    def get_items(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
+        """Strongly consistent BatchGetItem of many keys, following UnprocessedKeys."""
+        found: dict[Key, dict[str, Any]] = {}
+        for chunk in _chunks(sorted(set(keys)), _BATCH_KEYS):
+            request: dict[str, Any] = {
+                self._table: {
+                    "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in chunk],
+                    "ConsistentRead": True,
+                }
+            }
+            for attempt in range(10):
+                try:
+                    response = self._client.batch_get_item(RequestItems=request)
+                except (ClientError, BotoCoreError) as exc:
+                    raise classify_error(exc) from exc
+                for item in response["Responses"].get(self._table, []):
+                    found[(item["PK"]["S"], item["SK"]["S"])] = plain(item)
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+            else:
+                raise TransientError("dynamodb: keys left unprocessed after 10 attempts")
+        return found
+
+    def read_states(
+        self, refs: Collection[MessageRef], *, participants: bool
+    ) -> dict[MessageRef, MessageState]:
+        """Each message's current Message, Body (and participants), or ``message=None``."""
+        first = self.get_items(
+            (pointer_pk(r.mailbox_id, r.message_key), sk) for r in refs for sk in ("META", "BODY")
+        )
+        message_keys: dict[MessageRef, Key] = {}
+        for ref in refs:
+            meta = first.get((pointer_pk(ref.mailbox_id, ref.message_key), "META"))
+            if meta is not None:
+                thread_key, ts = str(meta["thread_key"]), int(meta["ts"])
+                message_keys[ref] = (
+                    message_pk(ref.mailbox_id, thread_key),
+                    message_sk(ts, ref.message_key),
+                )
+        messages = self.get_items(message_keys.values())
+        states: dict[MessageRef, MessageState] = {}
+        for ref in refs:
+            message = messages.get(message_keys[ref]) if ref in message_keys else None
+            body = first.get((pointer_pk(ref.mailbox_id, ref.message_key), "BODY"))
+            people = self.participants_of(ref) if participants and message else ()
+            states[ref] = MessageState(ref, message, body if message else None, people)
+        return states
+
+    # -- sidecar table: participants -----------------------------------------------------------
+    @staticmethod
+    def _participant_pk(ref: MessageRef) -> str:
+        return f"P#{ref.mailbox_id}#{ref.message_key}"
+
+    def participants_of(self, ref: MessageRef) -> tuple[Participant, ...]:
+        """The participants the sidecar has seen for a message (consistent, paged Query)."""
+        people: list[Participant] = []
+        paginator = self._client.get_paginator("query")
+        try:
+            pages = paginator.paginate(
+                TableName=self._state,
+                KeyConditionExpression="PK = :pk",
+                ExpressionAttributeValues={":pk": {"S": self._participant_pk(ref)}},
+                ConsistentRead=True,
+            )
+            for page in pages:
+                for raw in page["Items"]:
+                    item = plain(raw)
+                    people.append(Participant(item["role"], item["email"], item.get("name")))
+        except (ClientError, BotoCoreError) as exc:
+            raise classify_error(exc) from exc
+        return tuple(sorted(people, key=lambda p: (p.role, p.email)))
+
+    def sync_participants(self, refs: Collection[ParticipantRef]) -> None:
+        """Make the participant store match the mail table for these items (write, then verify)."""
+        pending = set(refs)
+        for _ in range(5):
+            current = self.get_items((r.pk, r.sk) for r in pending)
+            self._write_participants(pending, current)
+            again = self.get_items((r.pk, r.sk) for r in pending)
+            pending = {r for r in pending if current.get((r.pk, r.sk)) != again.get((r.pk, r.sk))}
+            if not pending:
+                return
+        raise TransientError("participant items kept changing; retry later")
+
+    def _write_participants(
+        self, refs: Collection[ParticipantRef], current: dict[Key, dict[str, Any]]
+    ) -> None:
+        for ref in refs:
+            key = {"PK": {"S": self._participant_pk(ref.message)}, "SK": {"S": f"{ref.pk}|{ref.sk}"}}
+            item = current.get((ref.pk, ref.sk))
+            try:
+                if item is None:
+                    self._client.delete_item(TableName=self._state, Key=key)
+                else:
+                    values = {
+                        "role": item.get("role") or ref.sk.rsplit("#", 1)[-1],
+                        "email": str(item.get("email") or ""),
+                        "name": item.get("name"),
+                    }
+                    self._client.put_item(
+                        TableName=self._state,
+                        Item={**key, **{k: _SER.serialize(v) for k, v in values.items()}},
+                    )
+            except (ClientError, BotoCoreError) as exc:
+                raise classify_error(exc) from exc
+
+    def ensure_state_table(self) -> None:
+        """Create the sidecar's table if missing (idempotent)."""
+        try:
+            self._client.create_table(
+                TableName=self._state,
+                BillingMode="PAY_PER_REQUEST",
+                AttributeDefinitions=[
+                    {"AttributeName": "PK", "AttributeType": "S"},
+                    {"AttributeName": "SK", "AttributeType": "S"},
+                ],
+                KeySchema=[
+                    {"AttributeName": "PK", "KeyType": "HASH"},
+                    {"AttributeName": "SK", "KeyType": "RANGE"},
+                ],
+            )
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
+                raise
+        self._client.get_waiter("table_exists").wait(TableName=self._state)

@@ -1,0 +1,171 @@
+"""OpenSearch adapter: the versioned index template, the alias readers use, and bulk writes.
+
+Documents are routed by mailbox and addressed by :func:`point_id`; writes go through
+``helpers.streaming_bulk`` with per-item outcomes: 429 is resent by the helper with backoff,
+other 429/5xx left over become :class:`TransientError` (retry the task), a 4xx rejection is
+poison for that message only, and a 404 on delete is success.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+from opensearchpy import OpenSearch, helpers
+from opensearchpy.exceptions import (
+    ConnectionError as OSConnectionError,
+)
+from opensearchpy.exceptions import (
+    ConnectionTimeout,
+    NotFoundError,
+    TransportError,
+)
+
+from indexer.core.documents import point_id
+from indexer.core.errors import TransientError
+from indexer.core.plan import MessageRef
+from indexer.settings import Settings
+
+MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
+MAPPING_VERSION = 1
+
+
+@lru_cache(maxsize=8)
+def mapping_file(version: int = MAPPING_VERSION) -> dict[str, Any]:
+    """The versioned template body from ``mappings/`` (without its comment)."""
+    raw = json.loads((MAPPINGS_DIR / f"messages-v{version}.json").read_text(encoding="utf-8"))
+    raw.pop("_comment", None)
+    return dict(raw)
+
+
+def build_client(settings: Settings) -> OpenSearch:
+    """One client per process, from settings."""
+    return OpenSearch(
+        hosts=[settings.opensearch_url],
+        timeout=30,
+        max_retries=2,
+        retry_on_timeout=True,
+        http_compress=False,
+    )
+
+
+def is_transient(exc: Exception) -> bool:
+    if isinstance(exc, OSConnectionError | ConnectionTimeout):
+        return True
+    if isinstance(exc, TransportError):
+        status = exc.status_code if isinstance(exc.status_code, int) else 0
+        return status == 429 or status >= 500
+    return False
+
+
+class OpenSearchIndex:
+    """The message index family behind one alias."""
+
+    def __init__(self, client: OpenSearch, alias: str) -> None:
+        self.client = client
+        self.alias = alias
+
+    def index_name(self, version: int = MAPPING_VERSION) -> str:
+        return f"{self.alias}-v{version}"
+
+    def ensure(self, version: int = MAPPING_VERSION) -> str:
+        """Apply the template, create the index and point the alias at it (idempotent).
+
+        When the alias already exists it is left alone: a reindex moves it, not start-up.
+        """
+        body = mapping_file(version)
+        template = {
+            "index_patterns": [f"{self.alias}-v*"],
+            "version": body["version"],
+            "template": body["template"],
+            "_meta": {"mapping_version": version, "owner": "mail-search-sidecar"},
+        }
+        self._call(self.client.indices.put_index_template, name=f"{self.alias}-messages", body=template)
+        name = self.index_name(version)
+        if not self._call(self.client.indices.exists, index=name):
+            try:
+                self.client.indices.create(index=name)
+            except TransportError as exc:
+                if "resource_already_exists" not in str(exc.error):
+                    raise
+        if not self._call(self.client.indices.exists_alias, name=self.alias):
+            self._call(
+                self.client.indices.update_aliases,
+                body={"actions": [{"add": {"index": name, "alias": self.alias, "is_write_index": True}}]},
+            )
+        return name
+
+    def _call(self, method: Any, **kwargs: Any) -> Any:
+        try:
+            return method(**kwargs)
+        except Exception as exc:
+            if is_transient(exc):
+                raise TransientError(f"opensearch: {exc}") from exc
+            raise
+
+    def write_targets(self) -> list[str]:
+        """Indices every write goes to: the alias's members (two during a reindex)."""
+        try:
+            found = self.client.indices.get_alias(name=self.alias)
+        except NotFoundError:
+            return []
+        except Exception as exc:
+            if is_transient(exc):
+                raise TransientError(f"opensearch: {exc}") from exc
+            raise
+        return sorted(found)
+
+    def _actions(
+        self, docs: Mapping[MessageRef, Mapping[str, Any] | None], index: str
+    ) -> Iterator[dict[str, Any]]:
+        for ref, doc in docs.items():
+            base = {"_index": index, "_id": point_id(ref), "routing": ref.mailbox_id}
+            if doc is None:
+                yield {"_op_type": "delete", **base}
+            else:
+                yield {"_op_type": "index", "_source": dict(doc), **base}
+
+    def apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
+        """Index or delete each message's document; returns poison rejections by message.
+
+        Raises :class:`TransientError` if any item failed for a reason worth retrying.
+        """
+        by_id = {point_id(ref): ref for ref in docs}
+        poison: dict[MessageRef, str] = {}
+        transient: list[str] = []
+        for index in self.write_targets() or [self.ensure()]:
+            try:
+                results = helpers.streaming_bulk(
+                    self.client, self._actions(docs, index), chunk_size=500,
+                    max_chunk_bytes=20 * 1024 * 1024, raise_on_error=False,
+                    raise_on_exception=False, max_retries=3, initial_backoff=1, yield_ok=True,
+                )
+                for ok, item in results:
+                    self._outcome(ok, item, by_id, poison, transient)
+            except Exception as exc:
+                if is_transient(exc):
+                    raise TransientError(f"opensearch bulk: {exc}") from exc
+                raise
+        if transient:
+            raise TransientError(f"opensearch: {len(transient)} item(s) failed: {transient[0]}")
+        return poison
+
+    @staticmethod
+    def _outcome(
+        ok: bool, item: Mapping[str, Any], by_id: Mapping[str, MessageRef],
+        poison: dict[MessageRef, str], transient: list[str],
+    ) -> None:
+        ((op, result),) = item.items()
+        status = int(result.get("status", 0))
+        if ok or (op == "delete" and status == 404):
+            return
+        reason = json.dumps(result.get("error", result.get("exception", "")))[:500]
+        if status == 429 or status >= 500 or status == 0:
+            transient.append(f"{status} {reason}")
+        elif result.get("_id") in by_id:
+            poison[by_id[result["_id"]]] = f"opensearch rejected ({status}): {reason}"
+        else:
+            transient.append(f"{status} {reason}")

@@ -1,0 +1,120 @@
+"""Qdrant adapter: one collection per embedding model behind an alias, plus an embedding cache.
+
+The same code runs on the embedded store (``QdrantClient(path=...)``, one owner process) and on
+a server (``SIDECAR_QDRANT_URL``): qdrant-client gives both one interface. The cache collection
+maps a ``forai`` content hash to its vector, so identical text in many mailboxes is embedded once
+and a re-delivered message is never re-embedded.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from indexer.core.documents import point_id
+from indexer.core.errors import TransientError
+from indexer.core.plan import MessageRef
+from indexer.settings import Settings
+
+_CACHE_NAMESPACE = uuid.UUID("0d3e2c9a-8c51-4a8f-b3f4-6d2f3c7e9b10")
+
+
+def build_client(settings: Settings) -> QdrantClient:
+    """A server client when ``qdrant_url`` is set, else the embedded store (takes its lock)."""
+    if settings.qdrant_url:
+        return QdrantClient(url=settings.qdrant_url, timeout=30)
+    settings.qdrant_path.mkdir(parents=True, exist_ok=True)
+    return QdrantClient(path=str(settings.qdrant_path))
+
+
+def _transient(exc: Exception) -> bool:
+    if isinstance(exc, ResponseHandlingException | ConnectionError | TimeoutError):
+        return True
+    return isinstance(exc, UnexpectedResponse) and (exc.status_code == 429 or exc.status_code >= 500)
+
+
+def cache_id(content_hash: str) -> str:
+    return str(uuid.uuid5(_CACHE_NAMESPACE, content_hash))
+
+
+class VectorIndex:
+    """Message points (alias → model collection) and the content-hash embedding cache."""
+
+    def __init__(self, client: QdrantClient, prefix: str, model_slug: str, dim: int) -> None:
+        self.client = client
+        self.alias = f"{prefix}-vectors"
+        self.collection = f"{prefix}-{model_slug}"
+        self.cache = f"{prefix}-{model_slug}-cache"
+        self.dim = dim
+        # The embedded store is not thread-safe; a server client is, and the lock is cheap.
+        self._lock = threading.RLock()
+
+    def _do(self, fn: Any, /, **kwargs: Any) -> Any:
+        try:
+            with self._lock:
+                return fn(**kwargs)
+        except Exception as exc:
+            if _transient(exc):
+                raise TransientError(f"qdrant: {exc}") from exc
+            raise
+
+    def ensure(self) -> None:
+        """Create collections, payload indexes and the alias (idempotent)."""
+        params = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
+        for name in (self.collection, self.cache):
+            if not self._do(self.client.collection_exists, collection_name=name):
+                self._do(self.client.create_collection, collection_name=name, vectors_config=params)
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        for field, schema in (("mailbox_id", tenant), ("thread_key", models.PayloadSchemaType.KEYWORD)):
+            self._do(self.client.create_payload_index, collection_name=self.collection,
+                     field_name=field, field_schema=schema)
+        aliases = self._do(self.client.get_aliases).aliases
+        if not any(a.alias_name == self.alias for a in aliases):
+            op = models.CreateAliasOperation(
+                create_alias=models.CreateAlias(collection_name=self.collection, alias_name=self.alias)
+            )
+            self._do(self.client.update_collection_aliases, change_aliases_operations=[op])
+
+    def existing_hashes(self, refs: Iterable[MessageRef]) -> dict[MessageRef, str]:
+        """Content hash of each message's current point (absent = no point)."""
+        ids = {point_id(r): r for r in refs}
+        points = self._do(self.client.retrieve, collection_name=self.alias, ids=list(ids),
+                          with_payload=True, with_vectors=False)
+        return {ids[str(p.id)]: str((p.payload or {}).get("content_hash")) for p in points}
+
+    def cached_vectors(self, hashes: Iterable[str]) -> dict[str, list[float]]:
+        by_id = {cache_id(h): h for h in hashes}
+        if not by_id:
+            return {}
+        points = self._do(self.client.retrieve, collection_name=self.cache, ids=list(by_id),
+                          with_payload=False, with_vectors=True)
+        return {by_id[str(p.id)]: list(p.vector) for p in points if isinstance(p.vector, list)}
+
+    def remember(self, vectors: Mapping[str, Sequence[float]]) -> None:
+        points = [models.PointStruct(id=cache_id(h), vector=list(v), payload={"content_hash": h})
+                  for h, v in vectors.items()]
+        if points:
+            self._do(self.client.upsert, collection_name=self.cache, points=points, wait=True)
+
+    def upsert(self, points: Sequence[tuple[MessageRef, Sequence[float], Mapping[str, Any]]]) -> None:
+        structs = [models.PointStruct(id=point_id(r), vector=list(v), payload=dict(p))
+                   for r, v, p in points]
+        if structs:
+            self._do(self.client.upsert, collection_name=self.alias, points=structs, wait=True)
+
+    def set_payloads(self, payloads: Mapping[MessageRef, Mapping[str, Any]]) -> None:
+        """Refresh metadata of points whose text (hence vector) did not change."""
+        for ref, payload in payloads.items():
+            self._do(self.client.overwrite_payload, collection_name=self.alias,
+                     payload=dict(payload), points=[point_id(ref)], wait=True)
+
+    def delete(self, refs: Iterable[MessageRef]) -> None:
+        ids: list[models.ExtendedPointId] = [point_id(r) for r in refs]
+        if ids:
+            self._do(self.client.delete, collection_name=self.alias,
+                     points_selector=models.PointIdsList(points=ids), wait=True)

@@ -1,0 +1,1 @@
+"""Pure core: stream records, items, planning. Imports no client library (enforced by a test)."""

@@ -1,0 +1,80 @@
+"""Typed settings, read once per process from ``SIDECAR_*`` environment variables.
+
+Every command builds its clients from one :class:`Settings`, so two stacks (or two tables)
+can coexist on one machine by exporting different variables.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """All knobs of the sidecar. Local defaults match ``sidecar stack up``."""
+
+    model_config = SettingsConfigDict(env_prefix="SIDECAR_", extra="ignore")
+
+    # The user's mail store.
+    table: str = "aecs-mail"
+    state_table: str = Field(
+        default="",
+        description="Sidecar-owned DynamoDB table (participants, checkpoints); '' = '<table>-sidecar'.",
+    )
+    aws_endpoint_url: str | None = Field(
+        default=None, description="moto locally; unset means real AWS."
+    )
+    aws_region: str = "us-east-1"
+
+    # Engines.
+    opensearch_url: str = "http://127.0.0.1:9200"
+    opensearch_index: str = Field(default="mail", description="Alias readers use; also the index-family prefix.")
+    redis_url: str = "redis://127.0.0.1:6379/0"
+    qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
+    qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")
+    qdrant_collection: str = Field(default="mail", description="Prefix of the collection alias.")
+
+    # Local stack.
+    state_dir: Path = Path(".sidecar")
+    moto_port: int = 5000
+    opensearch_heap: str = "512m"
+
+    # Pipeline.
+    queue_prefix: str = "sidecar"
+    batch_messages: int = Field(default=64, ge=1, le=500)
+    max_retries: int = Field(default=8, ge=0)
+    retry_backoff_max_s: int = 120
+    visibility_timeout_s: int = 900
+    embed_batch_size: int = Field(default=32, ge=1)
+    embed_max_tokens: int = Field(default=256, ge=16, le=512)
+    embed_threads: int = Field(default=2, ge=1)
+
+    # API.
+    api_host: str = "127.0.0.1"
+    api_port: int = 8080
+
+    @property
+    def resolved_state_table(self) -> str:
+        """The sidecar's own table: explicit, or derived from the mail table's name."""
+        return self.state_table or f"{self.table}-sidecar"
+
+    @property
+    def fulltext_queue(self) -> str:
+        return f"{self.queue_prefix}.fulltext"
+
+    @property
+    def vectors_queue(self) -> str:
+        return f"{self.queue_prefix}.vectors"
+
+    @property
+    def qdrant_embedded(self) -> bool:
+        return not self.qdrant_url
+
+
+@lru_cache(maxsize=1)
+def get_settings() -> Settings:
+    """The process-wide settings (read from the environment once)."""
+    return Settings()

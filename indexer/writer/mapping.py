@@ -1,0 +1,433 @@
+"""Map one AECS-1 ``NormalizedEmail`` to the mail store's DynamoDB items (pure, no boto3).
+
+The item shapes follow ``shared/reference/store-items.md`` (AECS-1 Appendix C, the DynamoDB
+single-table layout and its ``to-rows.mjs``). Items are plain dicts of str/int/bool/None so
+they can be compared in tests and serialised by any adapter.
+
+Choices where the sources leave room:
+
+* ``ts`` falls back to ``processing.processedAt``; with neither the email is rejected (the
+  sort key must be stable, so the clock is never used for it). ``processed_at`` does fall back
+  to ``now`` when absent, as ``to-rows.mjs`` does.
+* ``blob_prefix`` is set only when the email has something for the cold tier (``rawFull``,
+  ``html`` or attachments), else NULL: ``to-rows.mjs`` sets it only when it writes a blob.
+* The Body item stays under DynamoDB's 400 KB item limit: when ``text`` + ``clean`` would
+  not fit, ``text`` is shortened first, then ``clean``, each cut on a UTF-8 character
+  boundary, and the item gains ``body_truncated = 1`` (absent otherwise). Full-text search
+  indexes ``clean``, so it is the last thing to lose.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Mapping
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from typing import Any
+
+ITEM_BUDGET_BYTES = 400_000  # DynamoDB allows 409,600; keep headroom for its size accounting.
+_MAX_PK_BYTES, _MAX_SK_BYTES = 2048, 1024
+_MAX_TS = 10**12 - 1  # ts12 must stay 12 digits for string order to match time order.
+ROLES = ("from", "to", "cc", "bcc")
+
+
+class InvalidEmail(ValueError):
+    """The input cannot be stored; the message says which field and why."""
+
+
+@dataclass(frozen=True, slots=True)
+class ThreadUpdate:
+    """What one new message contributes to its thread summary (applied by the store)."""
+
+    pk: str
+    thread_key: str
+    thread_id: str
+    subject: str | None
+    ts: int
+    message_key: str
+    mailbox: str
+
+
+@dataclass(frozen=True, slots=True)
+class MessageItems:
+    """Every item one message writes; ``side_items`` are the participant and reference rows."""
+
+    message_key: str
+    thread_key: str
+    ts: int
+    message: dict[str, Any]
+    body: dict[str, Any]
+    pointer: dict[str, Any]
+    participants: list[dict[str, Any]]
+    references: list[dict[str, Any]]
+    thread: ThreadUpdate
+
+    @property
+    def side_items(self) -> list[dict[str, Any]]:
+        return [*self.participants, *self.references]
+
+
+def sha256_hex(value: str) -> str:
+    """Fixed-length key of an id (Appendix C.2): lowercase hex SHA-256 of its UTF-8 bytes."""
+    return hashlib.sha256(value.encode("utf-8")).hexdigest()
+
+
+def ts12(ts: int) -> str:
+    return f"{ts:012d}"
+
+
+def thread_pk(mailbox_id: str, thread_key: str) -> str:
+    return f"M#{mailbox_id}#T#{thread_key}"
+
+
+def message_sk(ts: int, message_key: str) -> str:
+    return f"MSG#{ts12(ts)}#{message_key}"
+
+
+def message_pk(mailbox_id: str, message_key: str) -> str:
+    """Partition of the Body and META pointer items."""
+    return f"M#{mailbox_id}#MSG#{message_key}"
+
+
+def gsi2pk(mailbox_id: str) -> str:
+    return f"M#{mailbox_id}#THREADS"
+
+
+def gsi2sk(last_ts: int, thread_key: str) -> str:
+    return f"{ts12(last_ts)}#{thread_key}"
+
+
+def validate_mailbox_id(mailbox_id: object) -> str:
+    """The mailbox id goes raw into keys, so ``#`` (the separator) and control chars are refused."""
+    if not isinstance(mailbox_id, str) or not mailbox_id:
+        raise InvalidEmail("mailbox id must be a non-empty string")
+    if "#" in mailbox_id:
+        raise InvalidEmail("mailbox id must not contain '#'")
+    if not mailbox_id.isprintable():
+        raise InvalidEmail("mailbox id must contain printable characters only")
+    if len(mailbox_id.encode("utf-8")) > 512:
+        raise InvalidEmail("mailbox id is longer than 512 bytes")
+    return mailbox_id
+
+
+def _obj(value: object, where: str) -> Mapping[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise InvalidEmail(f"{where} must be an object")
+    return value
+
+
+def _str(value: object, where: str) -> str | None:
+    if value is None or isinstance(value, str):
+        return value
+    raise InvalidEmail(f"{where} must be a string or null")
+
+
+def _list(value: object, where: str) -> list[Any]:
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise InvalidEmail(f"{where} must be a list")
+    return value
+
+
+def _parse_iso(value: str, where: str) -> datetime:
+    try:
+        parsed = datetime.fromisoformat(value)
+    except ValueError:
+        raise InvalidEmail(f"{where} is not an ISO-8601 date: {value[:40]!r}") from None
+    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
+
+
+def _sort_ts(metadata: Mapping[str, Any], processed_at: str | None) -> int:
+    """``metadata.timestamp``, else ``processedAt`` in epoch seconds (Appendix C.2)."""
+    raw = metadata.get("timestamp")
+    if isinstance(raw, bool) or not (raw is None or isinstance(raw, int | float)):
+        raise InvalidEmail("metadata.timestamp must be a number or null")
+    if raw is None:
+        if processed_at is None:
+            raise InvalidEmail("no metadata.timestamp and no processing.processedAt to sort by")
+        raw = _parse_iso(processed_at, "processing.processedAt").timestamp()
+    if raw != raw or not 0 <= raw <= _MAX_TS:  # NaN or outside what ts12 can hold
+        raise InvalidEmail(f"timestamp {raw!r} is outside 0..{_MAX_TS}")
+    return int(raw)
+
+
+def _addresses(metadata: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
+    """(role, lowercased email, name) per from/to/cc/bcc entry; unique per (email, role)."""
+    found: list[tuple[str, str, str | None]] = []
+    seen: set[tuple[str, str]] = set()
+    for role in ROLES:
+        raw = metadata.get(role)
+        entries = [raw] if role == "from" else _list(raw, f"metadata.{role}")
+        for i, entry in enumerate(entries):
+            where = f"metadata.{role}" + ("" if role == "from" else f"[{i}]")
+            addr = _obj(entry, where)
+            email = (_str(addr.get("email"), f"{where}.email") or "").strip().lower()
+            name = _str(addr.get("name"), f"{where}.name")
+            if email and (email, role) not in seen:
+                seen.add((email, role))
+                found.append((role, email, name))
+    return found
+
+
+def _x_fields(email: Mapping[str, Any]) -> str | None:
+    """Top-level extension fields (``x_*`` as in to-rows.mjs, or ``x-*``) as sorted JSON."""
+    extra = {k: v for k, v in email.items() if k[:2].lower() in ("x_", "x-")}
+    if not extra:
+        return None
+    try:
+        return json.dumps(extra, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
+    except (TypeError, ValueError) as err:
+        raise InvalidEmail(f"extension fields are not JSON: {err}") from None
+
+
+def _ids(email: object) -> tuple[Mapping[str, Any], str, str]:
+    if not isinstance(email, Mapping):
+        raise InvalidEmail("a NormalizedEmail must be a JSON object")
+    ids = []
+    for field in ("messageId", "threadId"):
+        value = email.get(field)
+        if not isinstance(value, str) or not value:
+            raise InvalidEmail(f"{field} is required and must be a non-empty string")
+        ids.append(value)
+    return email, ids[0], ids[1]
+
+
+def _clean_fallback(processing: Mapping[str, Any]) -> int:
+    value = processing.get("cleanFallback")
+    if value is not None and not isinstance(value, bool):
+        raise InvalidEmail("processing.cleanFallback must be a boolean or null")
+    return 1 if value else 0
+
+
+def _cold_blobs(content: Mapping[str, Any], attachments: list[Any]) -> bool:
+    raw = _str(content.get("rawFull"), "content.rawFull")
+    html = _str(content.get("html"), "content.html")
+    return raw is not None or html is not None or bool(attachments)
+
+
+def _message(
+    email: Mapping[str, Any], mailbox_id: str, ts: int, forai_max_chars: int, now: datetime
+) -> dict[str, Any]:
+    """The hot row (store-items.md, "Message"); keys are added by :func:`to_items`."""
+    meta = _obj(email.get("metadata"), "metadata")
+    content = _obj(email.get("content"), "content")
+    processing = _obj(email.get("processing"), "processing")
+    sender = _obj(meta.get("from"), "metadata.from")
+    attachments = _list(email.get("attachments"), "attachments")
+    if not all(isinstance(a, Mapping) for a in attachments):
+        raise InvalidEmail("attachments must be a list of objects")
+    date = _str(meta.get("date"), "metadata.date")
+    if date is not None:
+        _parse_iso(date, "metadata.date")
+    raw_full = _str(content.get("rawFull"), "content.rawFull")
+    forai = _str(content.get("forAI"), "content.forAI")
+    processed_at = _str(processing.get("processedAt"), "processing.processedAt")
+    message_key = sha256_hex(email["messageId"])
+    return {
+        "mailbox_id": mailbox_id,
+        "message_key": message_key,
+        "message_id": email["messageId"],
+        "thread_key": sha256_hex(email["threadId"]),
+        "thread_id": email["threadId"],
+        "ts": ts,
+        "date": date,
+        "from_email": (_str(sender.get("email"), "metadata.from.email") or "").strip().lower(),
+        "from_name": _str(sender.get("name"), "metadata.from.name"),
+        "subject": _str(meta.get("subject"), "metadata.subject"),
+        "in_reply_to": _str(
+            _obj(email.get("thread"), "thread").get("inReplyTo"), "thread.inReplyTo"
+        ),
+        "forai": None if forai is None else forai[:forai_max_chars],
+        "attachment_count": len(attachments),
+        "size_bytes": None if raw_full is None else len(raw_full.encode("utf-8")),
+        "clean_fallback": _clean_fallback(processing),
+        "spec_version": _str(processing.get("specVersion"), "processing.specVersion") or "unknown",
+        "processed_at": processed_at or now.strftime("%Y-%m-%dT%H:%M:%SZ"),
+        "blob_prefix": (
+            f"aecs/{sha256_hex(mailbox_id)}/{message_key}/"
+            if _cold_blobs(content, attachments)
+            else None
+        ),
+        "x_fields": _x_fields(email),
+    }
+
+
+def item_size(item: Mapping[str, Any]) -> int:
+    """DynamoDB's item size: UTF-8 name + value bytes (numbers counted generously)."""
+    total = 0
+    for name, value in item.items():
+        total += len(name.encode("utf-8"))
+        if isinstance(value, str):
+            total += len(value.encode("utf-8"))
+        elif isinstance(value, int) and not isinstance(value, bool):
+            total += len(str(abs(value))) // 2 + 2
+        else:
+            total += 1
+    return total
+
+
+def _cut(value: str, max_bytes: int) -> str:
+    """``value`` shortened to at most ``max_bytes`` UTF-8 bytes, never splitting a character."""
+    return value.encode("utf-8")[: max(max_bytes, 0)].decode("utf-8", "ignore")
+
+
+def _body(mailbox_id: str, message_key: str, content: Mapping[str, Any]) -> dict[str, Any]:
+    """The warm row; shrinks ``text`` then ``clean`` to fit the item limit (module docstring)."""
+    text = _str(content.get("text"), "content.text")
+    clean = _str(content.get("clean"), "content.clean")
+    body: dict[str, Any] = {"mailbox_id": mailbox_id, "message_key": message_key}
+    keys = {"PK": message_pk(mailbox_id, message_key), "SK": "BODY", "body_truncated": 1}
+    budget = ITEM_BUDGET_BYTES - item_size({**body, **keys, "text": "", "clean": ""})
+    text_len = len(text.encode("utf-8")) if text else 0
+    clean_len = len(clean.encode("utf-8")) if clean else 0
+    if text_len + clean_len > budget:
+        clean = None if clean is None else _cut(clean, budget)
+        text = None if text is None else _cut(text, budget - min(clean_len, budget))
+        body["body_truncated"] = 1
+    return {**body, "text": text, "clean": clean}
+
+
+def _check_size(items: list[dict[str, Any]]) -> None:
+    for item in items:
+        if len(item["PK"].encode("utf-8")) > _MAX_PK_BYTES:
+            raise InvalidEmail(f"key longer than {_MAX_PK_BYTES} bytes: {item['PK'][:60]!r}")
+        if len(item["SK"].encode("utf-8")) > _MAX_SK_BYTES:
+            raise InvalidEmail(f"sort key longer than {_MAX_SK_BYTES} bytes")
+        if item_size(item) > ITEM_BUDGET_BYTES:
+            raise InvalidEmail(f"item {item['SK'][:20]!r} would exceed DynamoDB's 400 KB limit")
+
+
+def to_items(
+    email: Mapping[str, Any],
+    mailbox_id: str,
+    *,
+    forai_max_chars: int = 8000,
+    now: datetime | None = None,
+) -> MessageItems:
+    """All items of one message, keyed for ``mailbox_id``; raises :class:`InvalidEmail`.
+
+    ``now`` only fills ``processed_at`` when the email lacks ``processing.processedAt``.
+    """
+    try:
+        return _build(email, mailbox_id, forai_max_chars, now or datetime.now(UTC))
+    except UnicodeEncodeError:  # JSON may carry lone surrogates; DynamoDB stores UTF-8 only
+        raise InvalidEmail("a string holds a lone surrogate and is not valid UTF-8") from None
+
+
+def _build(
+    email: Mapping[str, Any], mailbox_id: str, forai_max_chars: int, now: datetime
+) -> MessageItems:
+    mailbox = validate_mailbox_id(mailbox_id)
+    email, message_id, thread_id = _ids(email)
+    meta = _obj(email.get("metadata"), "metadata")
+    processing = _obj(email.get("processing"), "processing")
+    ts = _sort_ts(meta, _str(processing.get("processedAt"), "processing.processedAt"))
+    row = _message(email, mailbox, ts, forai_max_chars, now)
+    mk, tk = row["message_key"], row["thread_key"]
+    message = {
+        "PK": thread_pk(mailbox, tk),
+        "SK": message_sk(ts, mk),
+        **row,
+        "GSI1PK": f"M#{mailbox}",
+        "GSI1SK": f"{ts12(ts)}#{mk}",
+    }
+    body = {
+        "PK": message_pk(mailbox, mk),
+        "SK": "BODY",
+        **_body(mailbox, mk, _obj(email.get("content"), "content")),
+    }
+    pointer = {"PK": message_pk(mailbox, mk), "SK": "META", "thread_key": tk, "ts": ts}
+    participants = [
+        {
+            "PK": f"M#{mailbox}#A#{addr}",
+            "SK": f"{ts12(ts)}#{mk}#{role}",
+            "thread_key": tk,
+            "subject": row["subject"],
+            "mailbox_id": mailbox,
+            "message_key": mk,
+            "role": role,
+            "email": addr,
+            "name": name,
+            "ts": ts,
+        }
+        for role, addr, name in _addresses(meta)
+    ]
+    references = _references(email, mailbox, mk, message_id, ts)
+    _check_size([message, body, pointer, *participants, *references])
+    update = ThreadUpdate(thread_pk(mailbox, tk), tk, thread_id, row["subject"], ts, mk, mailbox)
+    return MessageItems(mk, tk, ts, message, body, pointer, participants, references, update)
+
+
+def _references(
+    email: Mapping[str, Any], mailbox: str, mk: str, message_id: str, ts: int
+) -> list[dict[str, Any]]:
+    """One row per distinct References entry (first position wins; empty entries skipped)."""
+    thread = _obj(email.get("thread"), "thread")
+    rows: dict[str, dict[str, Any]] = {}
+    for position, ref in enumerate(_list(thread.get("references"), "thread.references")):
+        if not isinstance(ref, str):
+            raise InvalidEmail(f"thread.references[{position}] must be a string")
+        ref_key = sha256_hex(ref)
+        if ref and ref_key not in rows:
+            rows[ref_key] = {
+                "PK": f"M#{mailbox}#R#{ref_key}",
+                "SK": mk,
+                "message_id": message_id,
+                "ts": ts,
+                "ref_id": ref,
+                "position": position,
+            }
+    return list(rows.values())
+
+
+def thread_after_insert(current: Mapping[str, Any] | None, update: ThreadUpdate) -> dict[str, Any]:
+    """The thread summary's attributes once ``update``'s message is added.
+
+    ``first_ts``/``subject`` come from the earliest message, ``last_ts``/``last_message_key``
+    from the latest by (ts, message_key) — the GSI1 order — so the result does not depend on
+    the order messages arrive in.
+    """
+    first, last, last_key = update.ts, update.ts, update.message_key
+    subject, count = update.subject, 0
+    if current is not None:
+        first, last = int(current["first_ts"]), int(current["last_ts"])
+        last_key, subject = current["last_message_key"], current.get("subject")
+        count = int(current["message_count"])
+        if update.ts < first:
+            first, subject = update.ts, update.subject
+        if (update.ts, update.message_key) > (last, last_key):
+            last, last_key = update.ts, update.message_key
+    return {
+        "thread_id": update.thread_id,
+        "subject": subject,
+        "first_ts": first,
+        "last_ts": last,
+        "message_count": count + 1,
+        "last_message_key": last_key,
+        "GSI2PK": gsi2pk(update.mailbox),
+        "GSI2SK": gsi2sk(last, update.thread_key),
+    }
+
+
+def thread_after_delete(
+    current: Mapping[str, Any], oldest: Mapping[str, Any] | None, newest: Mapping[str, Any] | None
+) -> dict[str, Any] | None:
+    """The summary once a message is gone, from the oldest/newest *remaining* Message items.
+
+    None means no message remains and the summary is to be deleted.
+    """
+    if oldest is None or newest is None:
+        return None
+    last = int(newest["ts"])
+    return {
+        "subject": oldest.get("subject"),
+        "first_ts": int(oldest["ts"]),
+        "last_ts": last,
+        "message_count": int(current["message_count"]) - 1,
+        "last_message_key": newest["message_key"],
+        "GSI2SK": gsi2sk(last, str(newest["thread_key"])),
+    }
