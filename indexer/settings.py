@@ -16,7 +16,7 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 class Settings(BaseSettings):
     """All knobs of the sidecar. Local defaults match ``sidecar stack up``."""
 
-    model_config = SettingsConfigDict(env_prefix="SIDECAR_", extra="ignore")
+    model_config = SettingsConfigDict(env_prefix="SIDECAR_", extra="ignore", frozen=True)
 
     # The user's mail store.
     table: str = "aecs-mail"
@@ -78,3 +78,12 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (read from the environment once)."""
     return Settings()
+
+
+def to_env(settings: Settings) -> dict[str, str]:
+    """The ``SIDECAR_*`` variables that reproduce these settings in a child process."""
+    env: dict[str, str] = {}
+    for name, value in settings.model_dump().items():
+        if value is not None:
+            env[f"SIDECAR_{name.upper()}"] = str(value)
+    return env

@@ -80,12 +80,14 @@ class VectorIndex:
             )
             self._do(self.client.update_collection_aliases, change_aliases_operations=[op])
 
-    def existing_hashes(self, refs: Iterable[MessageRef]) -> dict[MessageRef, str]:
-        """Content hash of each message's current point (absent = no point)."""
+    def existing_payloads(self, refs: Iterable[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
+        """Payload of each message's current point (absent = no point)."""
         ids = {point_id(r): r for r in refs}
+        if not ids:
+            return {}
         points = self._do(self.client.retrieve, collection_name=self.alias, ids=list(ids),
                           with_payload=True, with_vectors=False)
-        return {ids[str(p.id)]: str((p.payload or {}).get("content_hash")) for p in points}
+        return {ids[str(p.id)]: dict(p.payload or {}) for p in points}
 
     def cached_vectors(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         by_id = {cache_id(h): h for h in hashes}

@@ -1,0 +1,103 @@
+"""CLI: ``sidecar worker``, ``sidecar ingest`` and ``sidecar dlq``."""
+
+from __future__ import annotations
+
+import json
+from datetime import UTC, datetime
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from indexer.settings import get_settings
+
+console = Console(stderr=True)
+dlq_app = typer.Typer(help="Inspect and redrive the dead-letter store.", no_args_is_help=True)
+
+
+def worker(
+    role: Annotated[str, typer.Option(help="all | fulltext | vectors")] = "all",
+    concurrency: Annotated[int, typer.Option(help="Processes per role (vectors: 1 when embedded).")] = 1,
+    loglevel: Annotated[str, typer.Option()] = "INFO",
+) -> None:
+    """Start Celery workers: one per queue, so full-text never waits behind embedding."""
+    from indexer.pipeline.runner import ROLES, spawn_workers, supervise
+
+    roles = ROLES if role == "all" else (role,)
+    if any(r not in ROLES for r in roles):
+        raise typer.BadParameter(f"role must be all, {' or '.join(ROLES)}")
+    raise typer.Exit(supervise(spawn_workers(get_settings(), roles, concurrency, loglevel)))
+
+
+def ingest(
+    paths: Annotated[list[str], typer.Argument(help="Files, folders or s3://bucket/prefix.")],
+    wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Block until applied.")] = False,
+    timeout: Annotated[float, typer.Option(help="Seconds to wait at most.")] = 3600.0,
+) -> None:
+    """Feed exported stream records (Lambda batches, Kinesis records, JSON lines) to the workers."""
+    from indexer.adapters.aws import client
+    from indexer.pipeline.runner import ingestor
+    from indexer.pipeline.sources import read_sources
+
+    settings = get_settings()
+    run = ingestor(settings)
+    s3 = client(settings, "s3") if any(p.startswith("s3://") for p in paths) else None
+    with Progress(TextColumn("records"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  console=console) as bar:
+        task = bar.add_task("read", total=None)
+        run.feed_all(read_sources(paths, s3), progress=lambda n: bar.advance(task, n))
+    summary = run.wait(timeout) if wait else run.summary
+    table = Table(title="ingest")
+    for name in ("read", "applied", "dead_lettered", "ignored", "batches", "embedded"):
+        table.add_row(name, str(getattr(summary, name)))
+    if not wait:
+        table.add_row("applied", "(not waited: use --wait)")
+    console.print(table)
+    raise typer.Exit(0)
+
+
+@dlq_app.command("list")
+def dlq_list(limit: Annotated[int, typer.Option()] = 50) -> None:
+    """Dead letters, oldest first."""
+    from indexer.pipeline import deps
+
+    store = deps.dead_letters(get_settings())
+    table = Table(title=f"dead letters ({store.count()})")
+    for col in ("id", "time", "stage", "mailbox", "reason"):
+        table.add_column(col)
+    for entry in store.list(limit):
+        when = datetime.fromtimestamp(entry.time, UTC).isoformat(timespec="seconds")
+        table.add_row(entry.id, when, entry.stage, entry.mailbox_id or "", entry.reason[:80])
+    Console().print(table)
+
+
+@dlq_app.command("show")
+def dlq_show(entry_id: str) -> None:
+    """One dead letter in full (JSON)."""
+    from indexer.pipeline import deps
+
+    entry = deps.dead_letters(get_settings()).get(entry_id)
+    if entry is None:
+        console.print(f"[red]no dead letter {entry_id}[/red]")
+        raise typer.Exit(1)
+    print(entry.to_json())
+
+
+@dlq_app.command("redrive")
+def dlq_redrive(
+    entry_ids: Annotated[list[str] | None, typer.Argument(help="Ids; none = all.")] = None,
+    wait: Annotated[bool, typer.Option("--wait/--no-wait")] = True,
+) -> None:
+    """Send dead letters through the pipeline again; those that fail again come back."""
+    from indexer.pipeline.redrive import redrive
+
+    summary = redrive(get_settings(), entry_ids or None, wait=wait)
+    print(json.dumps(summary))
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(worker)
+    app.command()(ingest)
+    app.add_typer(dlq_app, name="dlq")

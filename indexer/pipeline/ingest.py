@@ -1,0 +1,114 @@
+"""Feed stream records through the Celery path in batches, and optionally wait for them.
+
+Decoding and planning are pure and cheap, so they run here; a record that cannot be decoded
+is dead-lettered at once with its reason and source, and the rest go on. Each batch becomes
+one full-text task and (when needed) one vectors task on separate queues, so full-text
+freshness never waits for embedding.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from indexer.core.errors import RecordError
+from indexer.core.plan import MessageRef, Plan
+from indexer.core.records import decode_record
+from indexer.pipeline.sources import RawRecord
+
+
+class Pending(Protocol):
+    def get(self, timeout: float | None = None, propagate: bool = True) -> Any: ...
+
+
+Send = Callable[[str, dict[str, Any]], Pending]
+DeadLetter = Callable[[RawRecord, str], None]
+
+
+@dataclass
+class IngestSummary:
+    read: int = 0
+    decode_failed: int = 0
+    ignored: int = 0
+    applied: int = 0
+    dead_lettered: int = 0
+    batches: int = 0
+    embedded: int = 0
+    waited: bool = False
+
+
+@dataclass
+class _Batch:
+    records: Counter[MessageRef] = field(default_factory=Counter)
+    results: list[Pending] = field(default_factory=list)
+
+
+class Ingestor:
+    """Accumulates records into batches of at most ``batch_messages`` messages."""
+
+    def __init__(self, send: Send, dead_letter: DeadLetter, batch_messages: int) -> None:
+        self._send = send
+        self._dead_letter = dead_letter
+        self._limit = batch_messages
+        self._plan = Plan()
+        self._batch = _Batch()
+        self._sent: list[_Batch] = []
+        self.summary = IngestSummary()
+
+    def feed(self, item: RawRecord) -> None:
+        self.summary.read += 1
+        try:
+            if item.error is not None:
+                raise item.error
+            touched = self._plan.add(decode_record(item.raw))
+        except RecordError as exc:
+            self.summary.decode_failed += 1
+            self.summary.dead_lettered += 1
+            self._dead_letter(item, exc.reason)
+            return
+        if not touched:
+            self.summary.ignored += 1
+        for ref in touched:
+            self._batch.records[ref] += 1
+        if len(self._plan.fulltext) >= self._limit:
+            self.flush()
+
+    def feed_all(self, items: Iterable[RawRecord], progress: Callable[[int], None] | None = None) -> None:
+        for item in items:
+            self.feed(item)
+            if progress is not None:
+                progress(1)
+        self.flush()
+
+    def flush(self) -> None:
+        plan, batch = self._plan, self._batch
+        if not plan.fulltext:
+            return
+        messages = [r.to_json() for r in sorted(plan.fulltext)]
+        participants = [p.to_json() for p in sorted(plan.participants)]
+        batch.results.append(self._send("fulltext", {"messages": messages, "participants": participants}))
+        if plan.vectors:
+            batch.results.append(self._send("vectors", {"messages": [r.to_json() for r in sorted(plan.vectors)]}))
+        self._sent.append(batch)
+        self.summary.batches += 1
+        self._plan, self._batch = Plan(), _Batch()
+
+    def wait(self, timeout_s: float = 3600.0) -> IngestSummary:
+        """Block until every batch is applied (or dead-lettered) in both indexes."""
+        deadline = time.monotonic() + timeout_s
+        for batch in self._sent:
+            failed: set[MessageRef] = set()
+            for pending in batch.results:
+                result = pending.get(timeout=max(1.0, deadline - time.monotonic()), propagate=True)
+                failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
+                self.summary.embedded += int(result.get("embedded", 0))
+            for ref, count in batch.records.items():
+                if ref in failed:
+                    self.summary.dead_lettered += count
+                else:
+                    self.summary.applied += count
+        self.summary.waited = True
+        return self.summary

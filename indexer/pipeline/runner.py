@@ -1,0 +1,97 @@
+"""Wire the ingest core to Celery and the dead-letter store, and run worker processes.
+
+Worker layout (2 cores): one worker process per queue. The full-text worker never loads the
+model; the vectors worker owns the embedder and — in embedded mode — the Qdrant store, which
+admits one process only, so that worker runs with concurrency 1. With ``SIDECAR_QDRANT_URL``
+both roles scale out to any number of processes and hosts.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from typing import Any
+
+from indexer.pipeline import deps
+from indexer.pipeline.ingest import DeadLetter, Ingestor, Pending, Send
+from indexer.pipeline.sources import RawRecord
+from indexer.settings import Settings, to_env
+
+ROLES = ("fulltext", "vectors")
+
+
+def celery_send(settings: Settings) -> Send:
+    from indexer.pipeline import tasks
+
+    def send(stage: str, payload: dict[str, Any]) -> Pending:
+        task = tasks.fulltext if stage == "fulltext" else tasks.vectors
+        queue = settings.fulltext_queue if stage == "fulltext" else settings.vectors_queue
+        result: Pending = task.apply_async(args=[payload], queue=queue)
+        return result
+
+    return send
+
+
+def decode_dead_letter(settings: Settings) -> DeadLetter:
+    store = deps.dead_letters(settings)
+
+    def write(item: RawRecord, reason: str) -> None:
+        store.add(stage="decode", reason=reason, payload=item.raw, source=item.source)
+
+    return write
+
+
+def ingestor(settings: Settings) -> Ingestor:
+    return Ingestor(celery_send(settings), decode_dead_letter(settings), settings.batch_messages)
+
+
+def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) -> list[str]:
+    queue = settings.fulltext_queue if role == "fulltext" else settings.vectors_queue
+    if role == "vectors" and settings.qdrant_embedded:
+        concurrency = 1  # the embedded store admits a single owner process
+    return [
+        sys.executable, "-m", "celery", "-A", "indexer.pipeline.celery_app", "worker",
+        "-Q", queue, "-c", str(concurrency), "-P", "prefork", "-l", loglevel,
+        "-n", f"{role}-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle",
+        "-O", "fair",
+    ]
+
+
+def spawn_workers(
+    settings: Settings, roles: tuple[str, ...], concurrency: int, loglevel: str = "INFO"
+) -> list[subprocess.Popen[bytes]]:
+    env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
+    return [
+        subprocess.Popen(worker_argv(settings, role, concurrency, loglevel), env=env)
+        for role in roles
+    ]
+
+
+def supervise(procs: list[subprocess.Popen[bytes]]) -> int:
+    """Run until a signal or until one worker exits; then stop the others (warm shutdown).
+
+    Exit 0 only after a requested stop; a worker that died on its own is an error.
+    """
+    signalled = False
+
+    def terminate() -> None:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.send_signal(signal.SIGTERM)
+
+    def on_signal(signum: int, _frame: object) -> None:
+        nonlocal signalled
+        signalled = True
+        terminate()
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    while all(p.poll() is None for p in procs):
+        time.sleep(0.5)
+    terminate()
+    codes = [p.wait() for p in procs]
+    return 0 if signalled else max(1, *codes)

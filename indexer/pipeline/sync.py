@@ -1,0 +1,158 @@
+"""Bring each sink in line with the table for a set of messages: read, write, verify.
+
+Why verify: two workers may handle the same message at once (duplicates, retries, a Body and
+a Message record in different batches). Each worker re-reads the table (strongly consistent)
+*after* its write and repeats while what it wrote differs from what the table now holds. The
+last write to a sink is therefore always followed by a read that matches it, and any later
+table change produces a new record whose processing reads after that change: the sink
+converges to the table without locks, versions or tombstones, and a delete sticks because a
+late record only triggers a re-read that finds the message gone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+from indexer.core.documents import (
+    MessageState,
+    VectorTarget,
+    document_hash,
+    search_document,
+    vector_target,
+)
+from indexer.core.errors import TransientError
+from indexer.core.plan import MessageRef, ParticipantRef
+
+MAX_ROUNDS = 5
+
+
+class TableReader(Protocol):
+    def read_states(
+        self, refs: Collection[MessageRef], *, participants: bool
+    ) -> dict[MessageRef, MessageState]: ...
+
+    def sync_participants(self, refs: Collection[ParticipantRef]) -> None: ...
+
+
+class FullTextSink(Protocol):
+    def apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
+        """Index (or delete, for None) each document; returns poison rejections by message."""
+        ...
+
+
+class VectorSink(Protocol):
+    def existing_payloads(
+        self, refs: Collection[MessageRef]
+    ) -> dict[MessageRef, dict[str, Any]]: ...
+    def cached_vectors(self, hashes: Collection[str]) -> dict[str, list[float]]: ...
+    def remember(self, vectors: Mapping[str, list[float]]) -> None: ...
+    def upsert(self, points: list[tuple[MessageRef, list[float], Mapping[str, Any]]]) -> None: ...
+    def set_payloads(self, payloads: Mapping[MessageRef, Mapping[str, Any]]) -> None: ...
+    def delete(self, refs: Collection[MessageRef]) -> None: ...
+
+
+class TextEmbedder(Protocol):
+    def embed(self, texts: list[str]) -> list[list[float]]: ...
+
+
+@dataclass
+class Outcome:
+    """What one batch achieved: messages applied, poison ones (with reasons), embeddings run."""
+
+    applied: set[MessageRef] = field(default_factory=set)
+    poison: dict[MessageRef, str] = field(default_factory=dict)
+    embedded: int = 0
+
+
+def _converge(
+    refs: Collection[MessageRef],
+    read: Callable[[Collection[MessageRef]], Mapping[MessageRef, Any]],
+    write: Callable[[Mapping[MessageRef, Any]], dict[MessageRef, str]],
+    fingerprint: Callable[[Any], str],
+) -> Outcome:
+    outcome = Outcome()
+    pending = set(refs)
+    targets = read(pending)
+    for _ in range(MAX_ROUNDS):
+        outcome.poison.update(write(targets))
+        pending -= outcome.poison.keys()
+        again = read(pending)
+        pending = {r for r in pending if fingerprint(again[r]) != fingerprint(targets[r])}
+        outcome.applied |= set(targets) - pending - outcome.poison.keys()
+        if not pending:
+            return outcome
+        targets = {r: again[r] for r in pending}
+    raise TransientError(f"{len(pending)} message(s) kept changing during sync; retry later")
+
+
+def sync_fulltext(
+    table: TableReader,
+    sink: FullTextSink,
+    messages: Collection[MessageRef],
+    participants: Collection[ParticipantRef] = (),
+) -> Outcome:
+    """Make the full-text index hold exactly the table's projection of these messages."""
+    if participants:
+        table.sync_participants(participants)
+
+    def read(refs: Collection[MessageRef]) -> dict[MessageRef, Mapping[str, Any] | None]:
+        states = table.read_states(refs, participants=True)
+        return {r: search_document(s) for r, s in states.items()}
+
+    return _converge(messages, read, sink.apply, document_hash)
+
+
+def _vector_key(target: VectorTarget) -> str:
+    return document_hash(dict(target.payload)) if target.text is not None else "absent"
+
+
+class _VectorWriter:
+    """One round of vector writes: delete, refresh payloads, embed only unseen text."""
+
+    def __init__(self, sink: VectorSink, embedder: TextEmbedder, outcome: Outcome) -> None:
+        self.sink, self.embedder, self.outcome = sink, embedder, outcome
+
+    def __call__(self, targets: Mapping[MessageRef, VectorTarget]) -> dict[MessageRef, str]:
+        present = {r: t for r, t in targets.items() if t.text is not None}
+        self.sink.delete([r for r in targets if r not in present])
+        existing = self.sink.existing_payloads(list(present))
+        stale = {
+            r: t for r, t in present.items()
+            if existing.get(r, {}).get("content_hash") != t.payload["content_hash"]
+        }
+        self.sink.set_payloads(
+            {r: t.payload for r, t in present.items() if r not in stale and existing[r] != t.payload}
+        )
+        vectors = self._vectors({t.payload["content_hash"]: str(t.text) for t in stale.values()})
+        self.sink.upsert(
+            [(r, vectors[t.payload["content_hash"]], t.payload) for r, t in stale.items()]
+        )
+        return {}
+
+    def _vectors(self, texts: Mapping[str, str]) -> dict[str, list[float]]:
+        """Vectors by content hash: from the cache, embedding (once) only what it lacks."""
+        found = self.sink.cached_vectors(list(texts))
+        missing = [h for h in texts if h not in found]
+        if missing:
+            fresh = dict(zip(missing, self.embedder.embed([texts[h] for h in missing]), strict=True))
+            self.sink.remember(fresh)
+            self.outcome.embedded += len(fresh)
+            found.update(fresh)
+        return found
+
+
+def sync_vectors(
+    table: TableReader, sink: VectorSink, embedder: TextEmbedder, messages: Collection[MessageRef]
+) -> Outcome:
+    """Make the vector index hold one point per stored message with non-empty ``forai``."""
+    outcome = Outcome()
+    writer = _VectorWriter(sink, embedder, outcome)
+
+    def read(refs: Collection[MessageRef]) -> dict[MessageRef, VectorTarget]:
+        return {r: vector_target(s) for r, s in table.read_states(refs, participants=False).items()}
+
+    result = _converge(messages, read, writer, _vector_key)
+    result.embedded = outcome.embedded
+    return result

@@ -1,0 +1,86 @@
+"""Celery tasks: JSON in, JSON out; they only wire the sync core to this process's adapters.
+
+Failures are classified once: :class:`TransientError` (and anything unexpected) is retried
+with exponential backoff and jitter up to ``max_retries``; after that — or at once for poison —
+each message goes to the dead-letter store with its reason, so one bad message never blocks
+the queue and nothing is silently dropped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Any
+
+from celery import Task
+
+from indexer.core.errors import TransientError
+from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.core.retry import backoff_seconds
+from indexer.pipeline import deps
+from indexer.pipeline.celery_app import app
+from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
+from indexer.settings import get_settings
+
+log = logging.getLogger(__name__)
+
+
+def _refs(payload: dict[str, Any]) -> list[MessageRef]:
+    return [MessageRef.from_json(raw) for raw in payload.get("messages", [])]
+
+
+def _task_payload_of(ref: MessageRef, payload: dict[str, Any]) -> dict[str, Any]:
+    """The part of a batch payload that concerns one message: what a redrive resends."""
+    people = [p for p in payload.get("participants", []) if p[:2] == ref.to_json()]
+    return {"messages": [ref.to_json()], "participants": people}
+
+
+def _finish(
+    stage: str, outcome: Outcome, refs: list[MessageRef], payload: dict[str, Any]
+) -> dict[str, Any]:
+    dlq = deps.dead_letters(get_settings())
+    for ref, reason in outcome.poison.items():
+        dlq.add(stage=stage, reason=reason, payload=_task_payload_of(ref, payload),
+                mailbox_id=ref.mailbox_id)
+    return {
+        "stage": stage,
+        "applied": len(outcome.applied),
+        "dead_lettered": [r.to_json() for r in outcome.poison],
+        "embedded": outcome.embedded,
+        "messages": len(refs),
+    }
+
+
+def _run(task: Task, stage: str, payload: dict[str, Any], work: Callable[[], Outcome]) -> dict[str, Any]:
+    refs = _refs(payload)
+    settings = get_settings()
+    try:
+        return _finish(stage, work(), refs, payload)
+    except Exception as exc:
+        transient = isinstance(exc, TransientError)
+        if task.request.retries < settings.max_retries:
+            delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
+            log.warning("%s batch failed (%s), retry in %.1fs: %s", stage, type(exc).__name__, delay, exc)
+            raise task.retry(exc=exc, countdown=delay) from exc
+        kind = "transient" if transient else "unexpected"
+        reason = f"gave up after {task.request.retries} retries ({kind}): {exc}"
+        return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
+
+
+@app.task(bind=True, name="sidecar.fulltext", acks_late=True, reject_on_worker_lost=True)
+def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Sync a batch of messages (and participant items) into the full-text index."""
+    settings = get_settings()
+    participants = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
+    return _run(self, "fulltext", payload, lambda: sync_fulltext(
+        deps.store(settings), deps.fulltext_index(settings), _refs(payload), participants
+    ))
+
+
+@app.task(bind=True, name="sidecar.vectors", acks_late=True, reject_on_worker_lost=True)
+def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
+    """Sync a batch of messages into the vector index (embedding only unseen text)."""
+    settings = get_settings()
+    return _run(self, "vectors", payload, lambda: sync_vectors(
+        deps.store(settings), deps.vector_index(settings), deps.embedder(settings), _refs(payload)
+    ))

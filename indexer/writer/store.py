@@ -1,0 +1,426 @@
+"""Write, delete and rewrite messages in the mail store (the user's writer, played for tests).
+
+This is not the sidecar's runtime path: it fills a table the way the user's writer would, so
+the demo, tests and benchmarks have real items and real stream records.
+
+Thread summary (optimistic, all in the message's one transaction): the summary is read with a
+consistent GetItem, its new values are computed by :func:`thread_after_insert` (``last_ts`` is a
+true max, ``first_ts`` a true min), and the transaction writes them on the condition that the
+summary still holds what was read (``attribute_not_exists(PK)`` for a new thread, which is then
+a Put so the stream shows one INSERT; else equality on ``message_count``/``first_ts``/
+``last_ts``/``last_message_key``, and ``ADD message_count :one``). A concurrent writer makes that
+condition fail; the summary is re-read and the transaction retried. A re-delivered message fails
+``attribute_not_exists(PK)`` on its Message, Body or pointer, so nothing changes.
+
+A transaction holds at most 100 items. Message, Body, pointer and thread summary always go in
+it, with as many participant/reference items as fit; the rest are written right after with
+unconditional BatchWriteItem puts (or deletes), which are idempotent.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import random
+import time
+import zlib
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import ClientError
+
+from indexer.writer.mapping import (
+    InvalidEmail,
+    MessageItems,
+    message_pk,
+    message_sk,
+    sha256_hex,
+    thread_after_delete,
+    thread_after_insert,
+    thread_pk,
+    to_items,
+    validate_mailbox_id,
+)
+
+_TXN_LIMIT, _BATCH_LIMIT, _ATTEMPTS = 100, 25, 6
+_TRANSIENT = frozenset({
+    "TransactionConflictException", "TransactionInProgressException", "ThrottlingException",
+    "ProvisionedThroughputExceededException", "RequestLimitExceeded", "InternalServerError",
+    "ServiceUnavailable",
+})
+_RETRY_REASONS = frozenset({
+    "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
+    "ProvisionedThroughputExceeded", "RequestLimitExceeded",
+})
+_SER, _DESER = TypeSerializer(), TypeDeserializer()
+_THREAD_GUARD = (
+    "message_count = :c0 AND first_ts = :f0 AND last_ts = :l0 AND last_message_key = :k0"
+)
+Op = dict[str, Any]
+
+
+class WriterError(RuntimeError):
+    """DynamoDB kept failing transiently; the write was not applied."""
+
+
+def _dump(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _SER.serialize(v) for k, v in item.items()}
+
+
+def _load(item: Mapping[str, Any]) -> dict[str, Any]:
+    return {k: _DESER.deserialize(v) for k, v in item.items()}
+
+
+def _key(pk: str, sk: str) -> dict[str, Any]:
+    return {"PK": {"S": pk}, "SK": {"S": sk}}
+
+
+def _backoff(attempt: int) -> None:
+    time.sleep(min(2.0, 0.05 * 2**attempt) * random.uniform(0.5, 1.0))
+
+
+def create_table(client: Any, table: str) -> bool:
+    """Create the store table (GSI1 inbox, GSI2 threads, NEW_AND_OLD_IMAGES stream).
+
+    Idempotent: an existing table is left as is. Returns True when this call created it.
+    """
+    keys = ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"]
+    gsis = [
+        {
+            "IndexName": name,
+            "KeySchema": [
+                {"AttributeName": f"{name}PK", "KeyType": "HASH"},
+                {"AttributeName": f"{name}SK", "KeyType": "RANGE"},
+            ],
+            "Projection": {"ProjectionType": "ALL"},
+        }
+        for name in ("GSI1", "GSI2")
+    ]
+    created = True
+    try:
+        client.create_table(
+            TableName=table,
+            BillingMode="PAY_PER_REQUEST",
+            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
+            KeySchema=[
+                {"AttributeName": "PK", "KeyType": "HASH"},
+                {"AttributeName": "SK", "KeyType": "RANGE"},
+            ],
+            GlobalSecondaryIndexes=gsis,
+            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
+        )
+    except ClientError as err:
+        if err.response["Error"]["Code"] != "ResourceInUseException":
+            raise
+        created = False
+    client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1})
+    return created
+
+
+def _cancel_reasons(err: ClientError) -> list[str]:
+    reasons = err.response.get("CancellationReasons") or []
+    return [str(r.get("Code", "None")) for r in reasons]
+
+
+def _transact(client: Any, build: Callable[[], list[Op]], identity: int) -> bool:
+    """Run the transaction ``build()`` returns, rebuilding it after races and transient errors.
+
+    False when one of its first ``identity`` operations failed its condition (the message is
+    already stored / not stored). A failed condition further on is a lost race on the thread
+    summary: the summary is re-read by ``build`` and the transaction retried.
+    """
+    for attempt in range(_ATTEMPTS):
+        try:
+            client.transact_write_items(TransactItems=build())
+            return True
+        except ClientError as err:
+            code, reasons = err.response["Error"]["Code"], _cancel_reasons(err)
+            if "ConditionalCheckFailed" in reasons[:identity]:
+                return False
+            if code == "TransactionCanceledException":
+                if not reasons or not set(reasons) <= _RETRY_REASONS:
+                    raise
+            elif code not in _TRANSIENT:
+                raise
+        _backoff(attempt)
+    raise WriterError(f"transaction still failing after {_ATTEMPTS} attempts")
+
+
+def _batch_write(client: Any, table: str, requests: list[Op]) -> None:
+    """Idempotent overflow writes, resending unprocessed items with backoff."""
+    for start in range(0, len(requests), _BATCH_LIMIT):
+        pending = requests[start : start + _BATCH_LIMIT]
+        for attempt in range(_ATTEMPTS):
+            out = client.batch_write_item(RequestItems={table: pending})
+            pending = out.get("UnprocessedItems", {}).get(table, [])
+            if not pending:
+                break
+            _backoff(attempt)
+        else:
+            raise WriterError(f"{len(pending)} overflow items still unprocessed")
+
+
+def _get(client: Any, table: str, pk: str, sk: str) -> dict[str, Any] | None:
+    item = client.get_item(TableName=table, Key=_key(pk, sk), ConsistentRead=True).get("Item")
+    return None if item is None else _load(item)
+
+
+def _put(table: str, item: Mapping[str, Any], condition: str | None = None) -> Op:
+    put: Op = {"TableName": table, "Item": _dump(item)}
+    if condition:
+        put["ConditionExpression"] = condition
+    return {"Put": put}
+
+
+def _guard_values(current: Mapping[str, Any]) -> dict[str, Any]:
+    names = {":c0": "message_count", ":f0": "first_ts", ":l0": "last_ts", ":k0": "last_message_key"}
+    return {k: _SER.serialize(current[v]) for k, v in names.items()}
+
+
+def _thread_update(table: str, pk: str, current: Mapping[str, Any], new: Mapping[str, Any]) -> Op:
+    """SET the summary's new values and ADD the count change, guarded by what was read."""
+    delta = int(new["message_count"]) - int(current["message_count"])
+    sets = {k: v for k, v in new.items() if k != "message_count"}
+    names = {f"#a{i}": k for i, k in enumerate(sets)}
+    values = {f":v{i}": _SER.serialize(v) for i, v in enumerate(sets.values())}
+    assignments = ", ".join(f"#a{i} = :v{i}" for i in range(len(sets)))
+    return {"Update": {
+        "TableName": table, "Key": _key(pk, "THREAD"),
+        "UpdateExpression": f"SET {assignments} ADD message_count :delta",
+        "ConditionExpression": _THREAD_GUARD,
+        "ExpressionAttributeNames": names,
+        "ExpressionAttributeValues": {
+            **values, ":delta": {"N": str(delta)}, **_guard_values(current)
+        },
+    }}
+
+
+def store_message(client: Any, table: str, items: MessageItems) -> bool:
+    """Store one message atomically; False (and no change at all) when it is already stored.
+
+    The META pointer is checked first: a re-delivery then costs one read instead of a failed
+    transaction (which DynamoDB bills, and moto pays for with a copy of the whole table).
+    """
+    if _get(client, table, items.pointer["PK"], "META") is not None:
+        return False
+    not_there = "attribute_not_exists(PK)"
+    head = [_put(table, i, not_there) for i in (items.message, items.body, items.pointer)]
+    room = _TXN_LIMIT - len(head) - 1
+    side = [_put(table, i) for i in items.side_items]
+
+    def build() -> list[Op]:
+        current = _get(client, table, items.thread.pk, "THREAD")
+        new = thread_after_insert(current, items.thread)
+        if current is None:
+            thread = _put(table, {"PK": items.thread.pk, "SK": "THREAD", **new}, not_there)
+        else:
+            thread = _thread_update(table, items.thread.pk, current, new)
+        return [*head, thread, *side[:room]]
+
+    if not _transact(client, build, identity=len(head)):
+        return False
+    _batch_write(client, table, [{"PutRequest": op["Put"]} for op in side[room:]])
+    return True
+
+
+def rewrite_message(client: Any, table: str, items: MessageItems) -> bool:
+    """Replace the Message and Body in place (a re-parse); False when they are not stored.
+
+    Same keys, so the stream shows MODIFY; participants, references and summary are kept.
+    A re-parse that moves ``ts`` changes the Message key and is refused (False).
+    """
+    there = "attribute_exists(PK)"
+    ops = [_put(table, items.message, there), _put(table, items.body, there)]
+    return _transact(client, lambda: ops, identity=len(ops))
+
+
+def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> list[dict[str, Any]]:
+    """Keys of a message's participant and reference items.
+
+    A paginated Scan: acceptable for this test writer only (the store has no index by message
+    key for these rows; a production writer would derive them from the stored message).
+    """
+    args: dict[str, Any] = {
+        "TableName": table,
+        "ProjectionExpression": "PK, SK",
+        "ConsistentRead": True,
+        "FilterExpression": "(begins_with(PK, :a) AND message_key = :mk) "
+        "OR (begins_with(PK, :r) AND SK = :mk)",
+        "ExpressionAttributeValues": {
+            ":a": {"S": f"M#{mailbox_id}#A#"},
+            ":r": {"S": f"M#{mailbox_id}#R#"},
+            ":mk": {"S": message_key},
+        },
+    }
+    keys: list[dict[str, Any]] = []
+    while True:
+        page = client.scan(**args)
+        keys.extend(page.get("Items", []))
+        if "LastEvaluatedKey" not in page:
+            return keys
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _remaining(client: Any, table: str, pk: str, gone_sk: str, newest: bool) -> Op | None:
+    """The oldest (or newest) Message left in a thread once ``gone_sk`` is removed."""
+    out = client.query(
+        TableName=table, ConsistentRead=True, Limit=2, ScanIndexForward=not newest,
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :msg)",
+        ExpressionAttributeValues={":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
+    )
+    left = [_load(i) for i in out.get("Items", []) if i["SK"]["S"] != gone_sk]
+    return left[0] if left else None
+
+
+def _thread_after_delete_op(client: Any, table: str, pk: str, gone_sk: str) -> Op | None:
+    current = _get(client, table, pk, "THREAD")
+    if current is None:
+        return None
+    oldest = _remaining(client, table, pk, gone_sk, newest=False)
+    newest = _remaining(client, table, pk, gone_sk, newest=True)
+    new = thread_after_delete(current, oldest, newest)
+    if new is not None:
+        return _thread_update(table, pk, current, new)
+    return {"Delete": {
+        "TableName": table, "Key": _key(pk, "THREAD"),
+        "ConditionExpression": _THREAD_GUARD, "ExpressionAttributeValues": _guard_values(current),
+    }}
+
+
+def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) -> bool:
+    """Delete every item of a message and fix its thread summary; False when not stored.
+
+    Found through its META pointer. The summary loses one message: it is deleted when none
+    remain, else first/last are recomputed from the remaining Message items (Query).
+    """
+    mk = sha256_hex(message_id)
+    mpk = message_pk(validate_mailbox_id(mailbox_id), mk)
+    pointer = _get(client, table, mpk, "META")
+    if pointer is None:
+        return False
+    tpk, msk = thread_pk(mailbox_id, str(pointer["thread_key"])), message_sk(int(pointer["ts"]), mk)
+    there = "attribute_exists(PK)"
+    head = [
+        {"Delete": {"TableName": table, "Key": _key(tpk, msk), "ConditionExpression": there}},
+        {"Delete": {"TableName": table, "Key": _key(mpk, "META"), "ConditionExpression": there}},
+        {"Delete": {"TableName": table, "Key": _key(mpk, "BODY")}},
+    ]
+    side_keys = _side_keys(client, table, mailbox_id, mk)
+    side = [{"Delete": {"TableName": table, "Key": k}} for k in side_keys]
+    room = _TXN_LIMIT - len(head) - 1
+
+    def build() -> list[Op]:
+        thread = _thread_after_delete_op(client, table, tpk, msk)
+        return [*head, *([thread] if thread else []), *side[:room]]
+
+    if not _transact(client, build, identity=2):
+        return False
+    _batch_write(client, table, [{"DeleteRequest": {"Key": k}} for k in side_keys[room:]])
+    return True
+
+
+@dataclass(frozen=True, slots=True)
+class Rejected:
+    line: int
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class LoadSummary:
+    """``stored`` new messages, ``already_present`` re-deliveries, ``rejected`` bad lines."""
+
+    stored: int
+    already_present: int
+    rejected: tuple[Rejected, ...]
+
+
+Progress = Callable[[int, int], None]  # (bytes of the file read so far, file size)
+
+
+def read_emails(path: Path, progress: Progress | None = None) -> Iterator[tuple[int, Any]]:
+    """(line number, parsed JSON or :class:`Rejected`) per non-blank line; plain or gzip.
+
+    Raises OSError when the file cannot be read (also for a gzip stream cut short).
+    """
+    total = path.stat().st_size
+    with path.open("rb") as raw:
+        gz = raw.read(2) == b"\x1f\x8b"
+        raw.seek(0)
+        lines = gzip.GzipFile(fileobj=raw) if gz else raw
+        number = 0
+        try:
+            for number, line in enumerate(lines, start=1):
+                if line.strip():
+                    yield number, _parse_line(number, line)
+                if progress:
+                    progress(raw.tell(), total)
+        except (EOFError, zlib.error) as err:
+            raise OSError(f"{path}: unreadable after line {number}: {err}") from err
+
+
+def _parse_line(number: int, line: bytes) -> Any:
+    try:
+        return json.loads(line)
+    except UnicodeDecodeError as err:
+        return Rejected(number, f"not UTF-8 at byte {err.start}")
+    except json.JSONDecodeError as err:
+        return Rejected(number, f"invalid JSON: {err.msg} (column {err.colno})")
+
+
+def _apply_file(
+    path: Path, mailbox_id: str, write: Callable[[MessageItems], bool],
+    edit: Callable[[Any], Any], progress: Progress | None,
+) -> tuple[int, int, tuple[Rejected, ...]]:
+    validate_mailbox_id(mailbox_id)
+    written = skipped = 0
+    rejected: list[Rejected] = []
+    for number, parsed in read_emails(path, progress):
+        if isinstance(parsed, Rejected):
+            rejected.append(parsed)
+            continue
+        try:
+            ok = write(to_items(edit(parsed), mailbox_id))
+        except InvalidEmail as err:
+            rejected.append(Rejected(number, str(err)))
+            continue
+        except ClientError as err:
+            if err.response["Error"]["Code"] != "ValidationException":
+                raise
+            rejected.append(Rejected(number, f"DynamoDB refused it: {err}"))
+            continue
+        written, skipped = written + ok, skipped + (not ok)
+    return written, skipped, tuple(rejected)
+
+
+def load_file(
+    client: Any, table: str, path: Path, mailbox_id: str, progress: Progress | None = None
+) -> LoadSummary:
+    """Store every NormalizedEmail line of ``path``; bad lines are reported, never fatal."""
+    stored, present, rejected = _apply_file(
+        Path(path), mailbox_id, lambda i: store_message(client, table, i), lambda e: e, progress
+    )
+    return LoadSummary(stored, present, rejected)
+
+
+def rewrite_file(
+    client: Any, table: str, path: Path, mailbox_id: str,
+    spec_version: str | None = None, progress: Progress | None = None,
+) -> LoadSummary:
+    """Rewrite each email of ``path`` in place (``stored`` = rewritten, ``already_present`` =
+    not in the store, so nothing to rewrite), optionally overriding ``processing.specVersion``.
+    """
+
+    def edit(email: Any) -> Any:
+        if spec_version is None or not isinstance(email, dict):
+            return email
+        processing = email.get("processing")
+        processing = dict(processing) if isinstance(processing, dict) else {}
+        return {**email, "processing": {**processing, "specVersion": spec_version}}
+
+    done, missing, rejected = _apply_file(
+        Path(path), mailbox_id, lambda i: rewrite_message(client, table, i), edit, progress
+    )
+    return LoadSummary(done, missing, rejected)

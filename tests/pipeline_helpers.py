@@ -1,0 +1,129 @@
+"""Helpers for pipeline tests: real workers as subprocesses, real engines, the real writer."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from indexer.adapters import aws
+from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.adapters.streams import export_records
+from indexer.pipeline import deps
+from indexer.pipeline.ingest import IngestSummary
+from indexer.pipeline.runner import ROLES, ingestor, spawn_workers
+from indexer.pipeline.sources import read_sources
+from indexer.settings import Settings
+from indexer.writer.store import create_table
+
+
+def prepare_tables(settings: Settings) -> Any:
+    ddb = aws.client(settings, "dynamodb")
+    create_table(ddb, settings.table)
+    deps.store(settings).ensure_state_table()
+    return ddb
+
+
+def export_stream(settings: Settings, out: Path) -> int:
+    return export_records(
+        aws.client(settings, "dynamodb"), aws.client(settings, "dynamodbstreams"), settings.table, out
+    )
+
+
+@contextmanager
+def workers(settings: Settings, roles: tuple[str, ...] = ROLES) -> Iterator[list[subprocess.Popen[bytes]]]:
+    """Real Celery workers on this test's queues; stopped (warm) on exit."""
+    procs = spawn_workers(settings, roles, 1, loglevel="WARNING")
+    try:
+        yield procs
+    finally:
+        stop(procs)
+
+
+def stop(procs: list[subprocess.Popen[bytes]]) -> None:
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def ingest_files(settings: Settings, paths: list[str], timeout: float = 900) -> IngestSummary:
+    run = ingestor(settings)
+    run.feed_all(read_sources(paths, aws.client(settings, "s3")))
+    return run.wait(timeout)
+
+
+def table_messages(ddb: Any, table: str, mailbox: str) -> dict[str, dict[str, Any]]:
+    """Message items of a mailbox by message_key (GSI1, paged)."""
+    from indexer.adapters.dynamo import plain
+
+    found: dict[str, dict[str, Any]] = {}
+    kwargs: dict[str, Any] = {
+        "TableName": table, "IndexName": "GSI1",
+        "KeyConditionExpression": "GSI1PK = :pk",
+        "ExpressionAttributeValues": {":pk": {"S": f"M#{mailbox}"}},
+    }
+    while True:
+        page = ddb.query(**kwargs)
+        for raw in page["Items"]:
+            item = plain(raw)
+            found[item["message_key"]] = item
+        if "LastEvaluatedKey" not in page:
+            return found
+        kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def opensearch_docs(settings: Settings, mailbox: str) -> dict[str, dict[str, Any]]:
+    client = deps.fulltext_index(settings).client
+    client.indices.refresh(index=settings.opensearch_index)
+    hits: dict[str, dict[str, Any]] = {}
+    body = {"query": {"term": {"mailbox_id": mailbox}}, "size": 1000, "sort": ["message_key"]}
+    for hit in client.search(index=settings.opensearch_index, body=body, routing=mailbox)["hits"]["hits"]:
+        hits[hit["_source"]["message_key"]] = hit["_source"]
+    return hits
+
+
+def qdrant_points(settings: Settings, mailbox: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+    """Points by (mailbox, message_key); opens the embedded store, so workers must be stopped."""
+    from qdrant_client import models
+
+    client = build_qdrant(settings)
+    try:
+        index = VectorIndex(client, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        if not client.collection_exists(index.collection):
+            return {}
+        flt = None
+        if mailbox is not None:
+            flt = models.Filter(must=[models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))])
+        points: dict[tuple[str, str], dict[str, Any]] = {}
+        offset = None
+        while True:
+            batch, offset = client.scroll(index.alias, scroll_filter=flt, limit=256, offset=offset,
+                                          with_payload=True, with_vectors=False)
+            for p in batch:
+                payload = dict(p.payload or {})
+                points[(payload["mailbox_id"], payload["message_key"])] = payload
+            if offset is None:
+                return points
+    finally:
+        client.close()
+
+
+def wait_until(predicate: Any, timeout: float = 60, interval: float = 0.5) -> bool:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        time.sleep(interval)
+    return bool(predicate())
