@@ -82,7 +82,8 @@ def patch() -> None:
             return value if isinstance(value, Table) else copy.deepcopy(value, memo)
 
     models.copy = _NoTableCopy  # type: ignore[assignment]
-    original: Callable[[Any, list[dict[str, Any]]], None] = models.DynamoDBBackend.transact_write_items
+    original: Callable[[Any, list[dict[str, Any]]], None]
+    original = models.DynamoDBBackend.transact_write_items
 
     def transact_write_items(self: Any, transact_items: list[dict[str, Any]]) -> None:
         snapshot = _snapshot(self, transact_items)

@@ -222,7 +222,7 @@ def store_message(client: Any, table: str, items: MessageItems) -> bool:
 
     if not _transact(client, build, identity=len(head)):
         return False
-    _batch_write(client, table, [{"PutRequest": op["Put"]} for op in side[room:]])
+    _batch_write(client, table, [{"PutRequest": {"Item": op["Put"]["Item"]}} for op in side[room:]])
     return True
 
 
