@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -17,7 +16,7 @@ from indexer.adapters.qdrant import build_client as build_qdrant
 from indexer.adapters.streams import export_records
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import IngestSummary
-from indexer.pipeline.runner import ROLES, ingestor, spawn_workers
+from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
 from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
 from indexer.writer.store import create_table
@@ -39,23 +38,11 @@ def export_stream(settings: Settings, out: Path) -> int:
 @contextmanager
 def workers(settings: Settings, roles: tuple[str, ...] = ROLES) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Real Celery workers on this test's queues; stopped (warm) on exit."""
-    procs = spawn_workers(settings, roles, 1, loglevel="WARNING")
+    procs = spawn_workers(settings, roles, 1, loglevel="WARNING", own_session=True)
     try:
         yield procs
     finally:
-        stop(procs)
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-    for proc in procs:
-        try:
-            proc.wait(timeout=60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_workers(procs)
 
 
 def ingest_files(settings: Settings, paths: list[str], timeout: float = 900) -> IngestSummary:

@@ -62,11 +62,16 @@ def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) 
 
 
 def spawn_workers(
-    settings: Settings, roles: tuple[str, ...], concurrency: int, loglevel: str = "INFO"
+    settings: Settings, roles: tuple[str, ...], concurrency: int, loglevel: str = "INFO",
+    *, own_session: bool = False,
 ) -> list[subprocess.Popen[bytes]]:
+    """One Celery worker process per role; ``own_session`` puts each in its own process group."""
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
     return [
-        subprocess.Popen(worker_argv(settings, role, concurrency, loglevel), env=env)
+        subprocess.Popen(
+            worker_argv(settings, role, concurrency, loglevel), env=env,
+            start_new_session=own_session,
+        )
         for role in roles
     ]
 
@@ -95,3 +100,16 @@ def supervise(procs: list[subprocess.Popen[bytes]]) -> int:
     terminate()
     codes = [p.wait() for p in procs]
     return 0 if signalled else max(1, *codes)
+
+
+def stop_workers(procs: list[subprocess.Popen[bytes]], timeout_s: float = 60.0) -> None:
+    """Warm shutdown (SIGTERM: finish the current task), then SIGKILL stragglers."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+    for proc in procs:
+        try:
+            proc.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()

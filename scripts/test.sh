@@ -1,0 +1,16 @@
+#!/usr/bin/env bash
+# The README's test command: start the real local stack, run the whole suite, stop the stack.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export HF_HUB_OFFLINE=1
+export SIDECAR_AWS_ENDPOINT_URL=${SIDECAR_AWS_ENDPOINT_URL:-http://127.0.0.1:5000}
+
+.venv/bin/sidecar stack up || { echo "test: the stack did not come up" >&2; exit 1; }
+trap '.venv/bin/sidecar stack down' EXIT
+.venv/bin/python -m pytest "$@"
+rc=$?
+if [ "$rc" -eq 5 ]; then
+  echo "test: pytest collected no tests: that is a failure" >&2
+  rc=1
+fi
+exit "$rc"

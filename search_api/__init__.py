@@ -1,0 +1,1 @@
+"""Search API (FastAPI): full-text, semantic and hybrid search joined to hot rows."""
