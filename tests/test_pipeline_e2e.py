@@ -3,16 +3,19 @@
 from __future__ import annotations
 
 import gzip
+import os
+import subprocess
+import sys
 import json
 import re
 from pathlib import Path
 
 import pytest
 
-from indexer.adapters import aws
+from indexer.pipeline.redrive import redrive
 from indexer.core.documents import text_hash
 from indexer.pipeline import deps
-from indexer.settings import Settings
+from indexer.settings import Settings, to_env
 from indexer.writer.store import load_file
 from tests.conftest import CORPORA
 from tests.pipeline_helpers import (
@@ -49,6 +52,23 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
         assert summary.embedded > 0
         docs = opensearch_docs(settings, "lkml")
 
+        # Re-delivery of every record: nothing is embedded again.
+        again = ingest_files(settings, [str(records)])
+        assert again.embedded == 0 and again.dead_lettered == 0
+
+        # The same mail in a second mailbox, through the CLI: two documents and two points per
+        # message, but identical forai texts are never embedded twice.
+        load_file(ddb, settings.table, LKML, "lkml-copy")
+        export_stream(settings, records)
+        cli = subprocess.run(
+            [sys.executable, "-m", "indexer.cli.main", "ingest", "--wait", str(records)],
+            env={**os.environ, **to_env(settings)}, capture_output=True, text=True, timeout=600,
+        )
+        assert cli.returncode == 0, cli.stderr
+        assert re.search(r"embedded\s+│\s+0\s", cli.stderr), cli.stderr
+        assert re.search(r"dead_lettered\s+│\s+0\s", cli.stderr), cli.stderr
+        assert set(opensearch_docs(settings, "lkml-copy")) == set(table)
+
         # A term from a message's clean text finds that message.
         corpus = _corpus()
         probe = next(m for m in table.values() if len(re.findall(r"[a-z]{9,}", str(corpus[m["message_id"]]["content"]["clean"]))) > 3)  # type: ignore[index]
@@ -71,6 +91,7 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
         assert doc["ts"] == item["ts"] and doc["spec_version"] == item["spec_version"]
         assert "forai" not in doc and "bcc" not in doc
 
+    assert len(qdrant_points(settings, "lkml-copy")) == len(qdrant_points(settings, "lkml"))
     points = qdrant_points(settings, "lkml")
     with_text = {k for k, m in table.items() if (m.get("forai") or "").strip()}
     assert {k for (_, k) in points} == with_text
@@ -108,5 +129,15 @@ def test_poison_records_are_dead_lettered_and_the_rest_applied(settings: Setting
     assert "not JSON" in reasons and "lone surrogate" in reasons and "unknown item" in reasons
     assert any(e.source and e.source.endswith(":1") for e in entries)
     assert len(opensearch_docs(settings, "box")) == 2
+
+    # Redrive: still-poison records come back with their reasons; a sink-stage entry for a
+    # message that is fine now is applied and leaves the store.
+    store = deps.dead_letters(settings)
+    key = next(iter(opensearch_docs(settings, "box")))
+    store.add(stage="vectors", reason="test", payload={"messages": [["box", key]], "participants": []},
+              mailbox_id="box")
+    with workers(settings):
+        result = redrive(settings, None, wait=True)
+    assert result == {"redriven": 5, "failed_again": 4}
+    assert sorted(e.reason for e in store.list()) == sorted(e.reason for e in entries)
     assert len(qdrant_points(settings, "box")) == 2
-    assert aws.client(settings, "dynamodb")  # the table stays untouched by the sidecar

@@ -14,8 +14,8 @@ from indexer.writer.mapping import (
     InvalidEmail,
     ThreadUpdate,
     item_size,
-    thread_after_delete,
     thread_after_insert,
+    thread_summary,
     to_items,
 )
 
@@ -248,8 +248,11 @@ def test_thread_summary_does_not_depend_on_arrival_order() -> None:
         "message_count": 3, "last_message_key": "b" * 64,
         "GSI2PK": "M#alice#THREADS", "GSI2SK": "000000000030#tk",
     }
-    oldest = {"ts": 20, "subject": "Re: mid", "message_key": "c" * 64, "thread_key": "tk"}
-    after = thread_after_delete(forward, oldest, oldest)
-    assert after == {"subject": "Re: mid", "first_ts": 20, "last_ts": 20, "message_count": 2,
-                     "last_message_key": "c" * 64, "GSI2SK": "000000000020#tk"}
-    assert thread_after_delete(forward, None, None) is None
+    rows = [{"ts": 20, "subject": "Re: mid", "message_key": "c" * 64, "thread_id": "tid"},
+            {"ts": 30, "subject": "Re: last", "message_key": "b" * 64, "thread_id": "tid"}]
+    assert thread_summary("alice", "tk", rows) == {
+        "thread_id": "tid", "subject": "Re: mid", "first_ts": 20, "last_ts": 30,
+        "message_count": 2, "last_message_key": "b" * 64,
+        "GSI2PK": "M#alice#THREADS", "GSI2SK": "000000000030#tk",
+    }
+    assert thread_summary("alice", "tk", []) is None

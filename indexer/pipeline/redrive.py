@@ -9,7 +9,7 @@ from typing import Any
 from indexer.adapters.dlq import DeadLetter
 from indexer.pipeline import deps
 from indexer.pipeline.runner import celery_send, ingestor
-from indexer.pipeline.sources import RawRecord
+from indexer.pipeline.sources import RawRecord, parse_blob
 from indexer.settings import Settings
 
 
@@ -24,7 +24,12 @@ def redrive(settings: Settings, ids: list[str] | None, *, wait: bool) -> dict[st
     for entry in entries:
         store.remove(entry.id)
         if entry.stage == "decode":
-            run.feed(RawRecord(entry.source or f"dlq:{entry.id}", entry.payload))
+            source = entry.source or f"dlq:{entry.id}"
+            if isinstance(entry.payload, str):  # a line that was not JSON: parse it again
+                for item in parse_blob(entry.payload.encode("utf-8", "surrogatepass"), source):
+                    run.feed(item)
+            else:
+                run.feed(RawRecord(source, entry.payload))
         else:
             pending.append(send(entry.stage, dict(entry.payload)))
     run.flush()

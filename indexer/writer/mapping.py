@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
@@ -413,21 +413,24 @@ def thread_after_insert(current: Mapping[str, Any] | None, update: ThreadUpdate)
     }
 
 
-def thread_after_delete(
-    current: Mapping[str, Any], oldest: Mapping[str, Any] | None, newest: Mapping[str, Any] | None
+def thread_summary(
+    mailbox_id: str, thread_key: str, messages: Sequence[Mapping[str, Any]]
 ) -> dict[str, Any] | None:
-    """The summary once a message is gone, from the oldest/newest *remaining* Message items.
+    """The summary recomputed from a thread's Message items in SK order (oldest first).
 
-    None means no message remains and the summary is to be deleted.
+    Used after a delete and by bulk loads; None means no message is left (delete it).
     """
-    if oldest is None or newest is None:
+    if not messages:
         return None
+    oldest, newest = messages[0], messages[-1]
     last = int(newest["ts"])
     return {
+        "thread_id": oldest["thread_id"],
         "subject": oldest.get("subject"),
         "first_ts": int(oldest["ts"]),
         "last_ts": last,
-        "message_count": int(current["message_count"]) - 1,
+        "message_count": len(messages),
         "last_message_key": newest["message_key"],
-        "GSI2SK": gsi2sk(last, str(newest["thread_key"])),
+        "GSI2PK": gsi2pk(mailbox_id),
+        "GSI2SK": gsi2sk(last, thread_key),
     }

@@ -12,6 +12,14 @@ a Put so the stream shows one INSERT; else equality on ``message_count``/``first
 condition fail; the summary is re-read and the transaction retried. A re-delivered message fails
 ``attribute_not_exists(PK)`` on its Message, Body or pointer, so nothing changes.
 
+``load_file(..., atomic=False)`` is a bulk mode for emulators: moto 5.2.5 deep-copies the whole
+table (stream records included) for every operation of a TransactWriteItems, so the atomic path
+costs O(table size) per item and a 4,000-message load takes hours. Bulk mode skips messages
+whose META pointer exists, batch-writes Message, Body, participants and references, then the
+pointer (the commit marker), and at the end recomputes every touched thread summary from its
+Message items. It is idempotent and a crashed load is repaired by running it again, but it is
+not atomic: readers can see a message's items before its pointer and summary.
+
 A transaction holds at most 100 items. Message, Body, pointer and thread summary always go in
 it, with as many participant/reference items as fit; the rest are written right after with
 unconditional BatchWriteItem puts (or deletes), which are idempotent.
@@ -38,8 +46,8 @@ from indexer.writer.mapping import (
     message_pk,
     message_sk,
     sha256_hex,
-    thread_after_delete,
     thread_after_insert,
+    thread_summary,
     thread_pk,
     to_items,
     validate_mailbox_id,
@@ -226,6 +234,16 @@ def store_message(client: Any, table: str, items: MessageItems) -> bool:
     return True
 
 
+def _store_bulk(client: Any, table: str, items: MessageItems) -> bool:
+    """Non-atomic store for bulk loads (module docstring); the pointer goes last."""
+    if _get(client, table, items.pointer["PK"], "META") is not None:
+        return False
+    rows = [items.message, items.body, *items.side_items]
+    _batch_write(client, table, [{"PutRequest": {"Item": _dump(i)}} for i in rows])
+    client.put_item(TableName=table, Item=_dump(items.pointer))
+    return True
+
+
 def rewrite_message(client: Any, table: str, items: MessageItems) -> bool:
     """Replace the Message and Body in place (a re-parse); False when they are not stored.
 
@@ -264,37 +282,65 @@ def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> li
         args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def _remaining(client: Any, table: str, pk: str, gone_sk: str, newest: bool) -> Op | None:
-    """The oldest (or newest) Message left in a thread once ``gone_sk`` is removed."""
-    out = client.query(
-        TableName=table, ConsistentRead=True, Limit=2, ScanIndexForward=not newest,
-        KeyConditionExpression="PK = :pk AND begins_with(SK, :msg)",
-        ExpressionAttributeValues={":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
-    )
-    left = [_load(i) for i in out.get("Items", []) if i["SK"]["S"] != gone_sk]
-    return left[0] if left else None
+def _thread_messages(client: Any, table: str, pk: str, skip_sk: str = "") -> list[Op]:
+    """The thread's Message items oldest first (SK order), without ``skip_sk``."""
+    args: dict[str, Any] = {
+        "TableName": table, "ConsistentRead": True,
+        "KeyConditionExpression": "PK = :pk AND begins_with(SK, :msg)",
+        "ProjectionExpression": "SK, ts, message_key, subject, thread_id",
+        "ExpressionAttributeValues": {":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
+    }
+    found: list[Op] = []
+    while True:
+        page = client.query(**args)
+        found += [_load(i) for i in page.get("Items", []) if i["SK"]["S"] != skip_sk]
+        if "LastEvaluatedKey" not in page:
+            return found
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
-def _thread_after_delete_op(client: Any, table: str, pk: str, gone_sk: str) -> Op | None:
+def _recompute_op(client: Any, table: str, mailbox_id: str, thread_key: str, skip_sk: str = "") -> Op | None:
+    """The guarded write that makes the summary match the thread's Message items (None: it does)."""
+    pk = thread_pk(mailbox_id, thread_key)
     current = _get(client, table, pk, "THREAD")
-    if current is None:
+    new = thread_summary(mailbox_id, thread_key, _thread_messages(client, table, pk, skip_sk))
+    if new is None and current is None:
         return None
-    oldest = _remaining(client, table, pk, gone_sk, newest=False)
-    newest = _remaining(client, table, pk, gone_sk, newest=True)
-    new = thread_after_delete(current, oldest, newest)
-    if new is not None:
-        return _thread_update(table, pk, current, new)
-    return {"Delete": {
-        "TableName": table, "Key": _key(pk, "THREAD"),
-        "ConditionExpression": _THREAD_GUARD, "ExpressionAttributeValues": _guard_values(current),
-    }}
+    if new is None:
+        return {"Delete": {
+            "TableName": table, "Key": _key(pk, "THREAD"), "ConditionExpression": _THREAD_GUARD,
+            "ExpressionAttributeValues": _guard_values(current or {}),
+        }}
+    if current is None:
+        return _put(table, {"PK": pk, "SK": "THREAD", **new}, "attribute_not_exists(PK)")
+    if all(current.get(k) == v for k, v in new.items()):
+        return None
+    return _thread_update(table, pk, current, new)
+
+
+def refresh_thread(client: Any, table: str, mailbox_id: str, thread_key: str) -> None:
+    """Recompute one thread summary from its Message items (bulk loads, repairs)."""
+    for attempt in range(_ATTEMPTS):
+        op = _recompute_op(client, table, mailbox_id, thread_key)
+        if op is None:
+            return
+        kind, args = next(iter(op.items()))
+        call = {"Put": client.put_item, "Update": client.update_item, "Delete": client.delete_item}
+        try:
+            call[kind](**args)
+            return
+        except ClientError as err:
+            if err.response["Error"]["Code"] not in _TRANSIENT | {"ConditionalCheckFailedException"}:
+                raise
+        _backoff(attempt)
+    raise WriterError(f"thread {thread_key} still changing after {_ATTEMPTS} attempts")
 
 
 def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) -> bool:
     """Delete every item of a message and fix its thread summary; False when not stored.
 
-    Found through its META pointer. The summary loses one message: it is deleted when none
-    remain, else first/last are recomputed from the remaining Message items (Query).
+    Found through its META pointer. The summary is recomputed from the thread's remaining
+    Message items (Query) in the same transaction, guarded like a store; deleted when none remain.
     """
     mk = sha256_hex(message_id)
     mpk = message_pk(validate_mailbox_id(mailbox_id), mk)
@@ -313,7 +359,7 @@ def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) ->
     room = _TXN_LIMIT - len(head) - 1
 
     def build() -> list[Op]:
-        thread = _thread_after_delete_op(client, table, tpk, msk)
+        thread = _recompute_op(client, table, mailbox_id, str(pointer["thread_key"]), msk)
         return [*head, *([thread] if thread else []), *side[:room]]
 
     if not _transact(client, build, identity=2):
@@ -396,12 +442,24 @@ def _apply_file(
 
 
 def load_file(
-    client: Any, table: str, path: Path, mailbox_id: str, progress: Progress | None = None
+    client: Any, table: str, path: Path, mailbox_id: str,
+    progress: Progress | None = None, *, atomic: bool = True,
 ) -> LoadSummary:
-    """Store every NormalizedEmail line of ``path``; bad lines are reported, never fatal."""
-    stored, present, rejected = _apply_file(
-        Path(path), mailbox_id, lambda i: store_message(client, table, i), lambda e: e, progress
-    )
+    """Store every NormalizedEmail line of ``path``; bad lines are reported, never fatal.
+
+    ``atomic=False`` selects the bulk mode described in the module docstring.
+    """
+    touched: set[str] = set()
+
+    def write(items: MessageItems) -> bool:
+        if atomic:
+            return store_message(client, table, items)
+        touched.add(items.thread_key)
+        return _store_bulk(client, table, items)
+
+    stored, present, rejected = _apply_file(Path(path), mailbox_id, write, lambda e: e, progress)
+    for thread_key in sorted(touched):
+        refresh_thread(client, table, mailbox_id, thread_key)
     return LoadSummary(stored, present, rejected)
 
 
