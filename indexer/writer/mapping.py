@@ -73,6 +73,7 @@ def sha256_hex(value: str) -> str:
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
 
 
+# Key builders (store-items.md "Keys"); the store uses them to find items again.
 def ts12(ts: int) -> str:
     return f"{ts:012d}"
 
@@ -86,16 +87,7 @@ def message_sk(ts: int, message_key: str) -> str:
 
 
 def message_pk(mailbox_id: str, message_key: str) -> str:
-    """Partition of the Body and META pointer items."""
-    return f"M#{mailbox_id}#MSG#{message_key}"
-
-
-def gsi2pk(mailbox_id: str) -> str:
-    return f"M#{mailbox_id}#THREADS"
-
-
-def gsi2sk(last_ts: int, thread_key: str) -> str:
-    return f"{ts12(last_ts)}#{thread_key}"
+    return f"M#{mailbox_id}#MSG#{message_key}"  # Body and META pointer
 
 
 def validate_mailbox_id(mailbox_id: object) -> str:
@@ -106,8 +98,6 @@ def validate_mailbox_id(mailbox_id: object) -> str:
         raise InvalidEmail("mailbox id must not contain '#'")
     if not mailbox_id.isprintable():
         raise InvalidEmail("mailbox id must contain printable characters only")
-    if len(mailbox_id.encode("utf-8")) > 512:
-        raise InvalidEmail("mailbox id is longer than 512 bytes")
     return mailbox_id
 
 
@@ -196,19 +186,6 @@ def _ids(email: object) -> tuple[Mapping[str, Any], str, str]:
     return email, ids[0], ids[1]
 
 
-def _clean_fallback(processing: Mapping[str, Any]) -> int:
-    value = processing.get("cleanFallback")
-    if value is not None and not isinstance(value, bool):
-        raise InvalidEmail("processing.cleanFallback must be a boolean or null")
-    return 1 if value else 0
-
-
-def _cold_blobs(content: Mapping[str, Any], attachments: list[Any]) -> bool:
-    raw = _str(content.get("rawFull"), "content.rawFull")
-    html = _str(content.get("html"), "content.html")
-    return raw is not None or html is not None or bool(attachments)
-
-
 def _message(
     email: Mapping[str, Any], mailbox_id: str, ts: int, forai_max_chars: int, now: datetime
 ) -> dict[str, Any]:
@@ -224,34 +201,29 @@ def _message(
     if date is not None:
         _parse_iso(date, "metadata.date")
     raw_full = _str(content.get("rawFull"), "content.rawFull")
+    cold = raw_full is not None or _str(content.get("html"), "content.html") is not None
     forai = _str(content.get("forAI"), "content.forAI")
     processed_at = _str(processing.get("processedAt"), "processing.processedAt")
-    message_key = sha256_hex(email["messageId"])
+    fallback = processing.get("cleanFallback")
+    if fallback is not None and not isinstance(fallback, bool):
+        raise InvalidEmail("processing.cleanFallback must be a boolean or null")
+    mk = sha256_hex(email["messageId"])
     return {
-        "mailbox_id": mailbox_id,
-        "message_key": message_key,
-        "message_id": email["messageId"],
-        "thread_key": sha256_hex(email["threadId"]),
-        "thread_id": email["threadId"],
-        "ts": ts,
-        "date": date,
+        "mailbox_id": mailbox_id, "message_key": mk, "message_id": email["messageId"],
+        "thread_key": sha256_hex(email["threadId"]), "thread_id": email["threadId"],
+        "ts": ts, "date": date,
         "from_email": (_str(sender.get("email"), "metadata.from.email") or "").strip().lower(),
         "from_name": _str(sender.get("name"), "metadata.from.name"),
         "subject": _str(meta.get("subject"), "metadata.subject"),
-        "in_reply_to": _str(
-            _obj(email.get("thread"), "thread").get("inReplyTo"), "thread.inReplyTo"
-        ),
+        "in_reply_to": _str(_obj(email.get("thread"), "thread").get("inReplyTo"),
+                            "thread.inReplyTo"),
         "forai": None if forai is None else forai[:forai_max_chars],
         "attachment_count": len(attachments),
         "size_bytes": None if raw_full is None else len(raw_full.encode("utf-8")),
-        "clean_fallback": _clean_fallback(processing),
+        "clean_fallback": 1 if fallback else 0,
         "spec_version": _str(processing.get("specVersion"), "processing.specVersion") or "unknown",
         "processed_at": processed_at or now.strftime("%Y-%m-%dT%H:%M:%SZ"),
-        "blob_prefix": (
-            f"aecs/{sha256_hex(mailbox_id)}/{message_key}/"
-            if _cold_blobs(content, attachments)
-            else None
-        ),
+        "blob_prefix": f"aecs/{sha256_hex(mailbox_id)}/{mk}/" if cold or attachments else None,
         "x_fields": _x_fields(email),
     }
 
@@ -328,32 +300,15 @@ def _build(
     ts = _sort_ts(meta, _str(processing.get("processedAt"), "processing.processedAt"))
     row = _message(email, mailbox, ts, forai_max_chars, now)
     mk, tk = row["message_key"], row["thread_key"]
-    message = {
-        "PK": thread_pk(mailbox, tk),
-        "SK": message_sk(ts, mk),
-        **row,
-        "GSI1PK": f"M#{mailbox}",
-        "GSI1SK": f"{ts12(ts)}#{mk}",
-    }
-    body = {
-        "PK": message_pk(mailbox, mk),
-        "SK": "BODY",
-        **_body(mailbox, mk, _obj(email.get("content"), "content")),
-    }
+    message = {"PK": thread_pk(mailbox, tk), "SK": message_sk(ts, mk), **row,
+               "GSI1PK": f"M#{mailbox}", "GSI1SK": f"{ts12(ts)}#{mk}"}
+    content = _obj(email.get("content"), "content")
+    body = {"PK": message_pk(mailbox, mk), "SK": "BODY", **_body(mailbox, mk, content)}
     pointer = {"PK": message_pk(mailbox, mk), "SK": "META", "thread_key": tk, "ts": ts}
     participants = [
-        {
-            "PK": f"M#{mailbox}#A#{addr}",
-            "SK": f"{ts12(ts)}#{mk}#{role}",
-            "thread_key": tk,
-            "subject": row["subject"],
-            "mailbox_id": mailbox,
-            "message_key": mk,
-            "role": role,
-            "email": addr,
-            "name": name,
-            "ts": ts,
-        }
+        {"PK": f"M#{mailbox}#A#{addr}", "SK": f"{ts12(ts)}#{mk}#{role}", "thread_key": tk,
+         "subject": row["subject"], "mailbox_id": mailbox, "message_key": mk, "role": role,
+         "email": addr, "name": name, "ts": ts}
         for role, addr, name in _addresses(meta)
     ]
     references = _references(email, mailbox, mk, message_id, ts)
@@ -373,23 +328,24 @@ def _references(
             raise InvalidEmail(f"thread.references[{position}] must be a string")
         ref_key = sha256_hex(ref)
         if ref and ref_key not in rows:
-            rows[ref_key] = {
-                "PK": f"M#{mailbox}#R#{ref_key}",
-                "SK": mk,
-                "message_id": message_id,
-                "ts": ts,
-                "ref_id": ref,
-                "position": position,
-            }
+            rows[ref_key] = {"PK": f"M#{mailbox}#R#{ref_key}", "SK": mk, "message_id": message_id,
+                             "ts": ts, "ref_id": ref, "position": position}
     return list(rows.values())
 
 
+def _summary(mailbox_id: str, thread_key: str, thread_id: str, subject: str | None,
+             first: int, last: int, count: int, last_key: str) -> dict[str, Any]:
+    """The summary's attributes (store-items.md "Thread summary"), besides PK/SK."""
+    return {"thread_id": thread_id, "subject": subject, "first_ts": first, "last_ts": last,
+            "message_count": count, "last_message_key": last_key,
+            "GSI2PK": f"M#{mailbox_id}#THREADS", "GSI2SK": f"{ts12(last)}#{thread_key}"}
+
+
 def thread_after_insert(current: Mapping[str, Any] | None, update: ThreadUpdate) -> dict[str, Any]:
-    """The thread summary's attributes once ``update``'s message is added.
+    """The thread summary once ``update``'s message is added to ``current`` (None: new thread).
 
     ``first_ts``/``subject`` come from the earliest message, ``last_ts``/``last_message_key``
-    from the latest by (ts, message_key) — the GSI1 order — so the result does not depend on
-    the order messages arrive in.
+    from the latest by (ts, message_key) — the GSI1 order — so arrival order does not matter.
     """
     first, last, last_key = update.ts, update.ts, update.message_key
     subject, count = update.subject, 0
@@ -401,16 +357,8 @@ def thread_after_insert(current: Mapping[str, Any] | None, update: ThreadUpdate)
             first, subject = update.ts, update.subject
         if (update.ts, update.message_key) > (last, last_key):
             last, last_key = update.ts, update.message_key
-    return {
-        "thread_id": update.thread_id,
-        "subject": subject,
-        "first_ts": first,
-        "last_ts": last,
-        "message_count": count + 1,
-        "last_message_key": last_key,
-        "GSI2PK": gsi2pk(update.mailbox),
-        "GSI2SK": gsi2sk(last, update.thread_key),
-    }
+    return _summary(update.mailbox, update.thread_key, update.thread_id, subject, first, last,
+                    count + 1, last_key)
 
 
 def thread_summary(
@@ -423,14 +371,5 @@ def thread_summary(
     if not messages:
         return None
     oldest, newest = messages[0], messages[-1]
-    last = int(newest["ts"])
-    return {
-        "thread_id": oldest["thread_id"],
-        "subject": oldest.get("subject"),
-        "first_ts": int(oldest["ts"]),
-        "last_ts": last,
-        "message_count": len(messages),
-        "last_message_key": newest["message_key"],
-        "GSI2PK": gsi2pk(mailbox_id),
-        "GSI2SK": gsi2sk(last, thread_key),
-    }
+    return _summary(mailbox_id, thread_key, oldest["thread_id"], oldest.get("subject"),
+                    int(oldest["ts"]), int(newest["ts"]), len(messages), newest["message_key"])

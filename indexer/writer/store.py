@@ -1,28 +1,28 @@
-"""Write, delete and rewrite messages in the mail store (the user's writer, played for tests).
+"""Store, delete and rewrite messages in the mail store: the user's writer, played for tests.
 
-This is not the sidecar's runtime path: it fills a table the way the user's writer would, so
-the demo, tests and benchmarks have real items and real stream records.
+Not the sidecar's runtime path: it fills a table as the user's writer would, so the demo, tests
+and benchmarks have real items and stream records.
 
-Thread summary (optimistic, all in the message's one transaction): the summary is read with a
-consistent GetItem, its new values are computed by :func:`thread_after_insert` (``last_ts`` is a
-true max, ``first_ts`` a true min), and the transaction writes them on the condition that the
-summary still holds what was read (``attribute_not_exists(PK)`` for a new thread, which is then
-a Put so the stream shows one INSERT; else equality on ``message_count``/``first_ts``/
-``last_ts``/``last_message_key``, and ``ADD message_count :one``). A concurrent writer makes that
-condition fail; the summary is re-read and the transaction retried. A re-delivered message fails
+Thread summary, optimistic and inside the message's one transaction: the summary is read
+(consistent GetItem), :func:`thread_after_insert` computes its new values (``last_ts`` a true
+max, ``first_ts`` a true min), and the transaction writes them on condition that the summary
+still holds what was read: ``attribute_not_exists(PK)`` for a new thread (a Put, so the stream
+shows one INSERT), else equality on ``message_count``/``first_ts``/``last_ts``/
+``last_message_key`` with ``ADD message_count :one``. A concurrent writer fails that condition;
+the summary is re-read and the transaction retried. A re-delivered message fails
 ``attribute_not_exists(PK)`` on its Message, Body or pointer, so nothing changes.
+
+A transaction holds at most 100 items: Message, Body, pointer and summary always go in, with
+as many participant/reference items as fit; the rest follow at once as BatchWriteItem puts (or
+deletes), which are idempotent.
 
 ``load_file(..., atomic=False)`` is a bulk mode for emulators: moto 5.2.5 deep-copies the whole
 table (stream records included) for every operation of a TransactWriteItems, so the atomic path
-costs O(table size) per item and a 4,000-message load takes hours. Bulk mode skips messages
-whose META pointer exists, batch-writes Message, Body, participants and references, then the
-pointer (the commit marker), and at the end recomputes every touched thread summary from its
-Message items. It is idempotent and a crashed load is repaired by running it again, but it is
-not atomic: readers can see a message's items before its pointer and summary.
-
-A transaction holds at most 100 items. Message, Body, pointer and thread summary always go in
-it, with as many participant/reference items as fit; the rest are written right after with
-unconditional BatchWriteItem puts (or deletes), which are idempotent.
+slows down quadratically (a 4,000-message load takes hours). Bulk mode skips messages whose
+META pointer exists, batch-writes Message, Body, participants and references, then the pointer
+(the commit marker), and finally recomputes each touched summary from its Message items. It is
+idempotent and rerunning a crashed load repairs it, but not atomic: readers can briefly see a
+message's items before its pointer and summary.
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ _RETRY_REASONS = frozenset({
     "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
     "ProvisionedThroughputExceeded", "RequestLimitExceeded",
 })
+_REFRESH_RETRY = _TRANSIENT | {"ConditionalCheckFailedException"}
 _SER, _DESER = TypeSerializer(), TypeDeserializer()
 _THREAD_GUARD = (
     "message_count = :c0 AND first_ts = :f0 AND last_ts = :l0 AND last_message_key = :k0"
@@ -95,29 +96,19 @@ def create_table(client: Any, table: str) -> bool:
 
     Idempotent: an existing table is left as is. Returns True when this call created it.
     """
-    keys = ["PK", "SK", "GSI1PK", "GSI1SK", "GSI2PK", "GSI2SK"]
-    gsis = [
-        {
-            "IndexName": name,
-            "KeySchema": [
-                {"AttributeName": f"{name}PK", "KeyType": "HASH"},
-                {"AttributeName": f"{name}SK", "KeyType": "RANGE"},
-            ],
-            "Projection": {"ProjectionType": "ALL"},
-        }
-        for name in ("GSI1", "GSI2")
-    ]
+    def schema(prefix: str) -> list[dict[str, str]]:
+        return [{"AttributeName": f"{prefix}PK", "KeyType": "HASH"},
+                {"AttributeName": f"{prefix}SK", "KeyType": "RANGE"}]
+
+    names = ("", "GSI1", "GSI2")
     created = True
     try:
         client.create_table(
-            TableName=table,
-            BillingMode="PAY_PER_REQUEST",
-            AttributeDefinitions=[{"AttributeName": k, "AttributeType": "S"} for k in keys],
-            KeySchema=[
-                {"AttributeName": "PK", "KeyType": "HASH"},
-                {"AttributeName": "SK", "KeyType": "RANGE"},
-            ],
-            GlobalSecondaryIndexes=gsis,
+            TableName=table, BillingMode="PAY_PER_REQUEST", KeySchema=schema(""),
+            AttributeDefinitions=[{"AttributeName": f"{n}{k}", "AttributeType": "S"}
+                                  for n in names for k in ("PK", "SK")],
+            GlobalSecondaryIndexes=[{"IndexName": n, "KeySchema": schema(n),
+                                     "Projection": {"ProjectionType": "ALL"}} for n in names[1:]],
             StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
         )
     except ClientError as err:
@@ -184,7 +175,8 @@ def _put(table: str, item: Mapping[str, Any], condition: str | None = None) -> O
 
 
 def _guard_values(current: Mapping[str, Any]) -> dict[str, Any]:
-    names = {":c0": "message_count", ":f0": "first_ts", ":l0": "last_ts", ":k0": "last_message_key"}
+    names = {":c0": "message_count", ":f0": "first_ts", ":l0": "last_ts",
+             ":k0": "last_message_key"}
     return {k: _SER.serialize(current[v]) for k, v in names.items()}
 
 
@@ -230,7 +222,7 @@ def store_message(client: Any, table: str, items: MessageItems) -> bool:
 
     if not _transact(client, build, identity=len(head)):
         return False
-    _batch_write(client, table, [{"PutRequest": {"Item": op["Put"]["Item"]}} for op in side[room:]])
+    _batch_write(client, table, [{"PutRequest": {"Item": p["Put"]["Item"]}} for p in side[room:]])
     return True
 
 
@@ -255,52 +247,45 @@ def rewrite_message(client: Any, table: str, items: MessageItems) -> bool:
     return _transact(client, lambda: ops, identity=len(ops))
 
 
-def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> list[dict[str, Any]]:
+def _paged(call: Callable[..., Any], **args: Any) -> Iterator[dict[str, Any]]:
+    """Every item of a Query or Scan, following LastEvaluatedKey."""
+    while True:
+        page = call(ConsistentRead=True, **args)
+        yield from page.get("Items", [])
+        if "LastEvaluatedKey" not in page:
+            return
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> list[Op]:
     """Keys of a message's participant and reference items.
 
-    A paginated Scan: acceptable for this test writer only (the store has no index by message
-    key for these rows; a production writer would derive them from the stored message).
+    A paginated Scan: acceptable for this test writer only (no index leads from a message to
+    these rows; a production writer would rebuild their keys from the stored email).
     """
-    args: dict[str, Any] = {
-        "TableName": table,
-        "ProjectionExpression": "PK, SK",
-        "ConsistentRead": True,
-        "FilterExpression": "(begins_with(PK, :a) AND message_key = :mk) "
+    return list(_paged(
+        client.scan, TableName=table, ProjectionExpression="PK, SK",
+        FilterExpression="(begins_with(PK, :a) AND message_key = :mk) "
         "OR (begins_with(PK, :r) AND SK = :mk)",
-        "ExpressionAttributeValues": {
-            ":a": {"S": f"M#{mailbox_id}#A#"},
-            ":r": {"S": f"M#{mailbox_id}#R#"},
-            ":mk": {"S": message_key},
-        },
-    }
-    keys: list[dict[str, Any]] = []
-    while True:
-        page = client.scan(**args)
-        keys.extend(page.get("Items", []))
-        if "LastEvaluatedKey" not in page:
-            return keys
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        ExpressionAttributeValues={":a": {"S": f"M#{mailbox_id}#A#"},
+                                   ":r": {"S": f"M#{mailbox_id}#R#"}, ":mk": {"S": message_key}},
+    ))
 
 
 def _thread_messages(client: Any, table: str, pk: str, skip_sk: str = "") -> list[Op]:
     """The thread's Message items oldest first (SK order), without ``skip_sk``."""
-    args: dict[str, Any] = {
-        "TableName": table, "ConsistentRead": True,
-        "KeyConditionExpression": "PK = :pk AND begins_with(SK, :msg)",
-        "ProjectionExpression": "SK, ts, message_key, subject, thread_id",
-        "ExpressionAttributeValues": {":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
-    }
-    found: list[Op] = []
-    while True:
-        page = client.query(**args)
-        found += [_load(i) for i in page.get("Items", []) if i["SK"]["S"] != skip_sk]
-        if "LastEvaluatedKey" not in page:
-            return found
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+    items = _paged(
+        client.query, TableName=table, ProjectionExpression="SK, ts, message_key, subject, thread_id",
+        KeyConditionExpression="PK = :pk AND begins_with(SK, :msg)",
+        ExpressionAttributeValues={":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
+    )
+    return [_load(i) for i in items if i["SK"]["S"] != skip_sk]
 
 
-def _recompute_op(client: Any, table: str, mailbox_id: str, thread_key: str, skip_sk: str = "") -> Op | None:
-    """The guarded write that makes the summary match the thread's Message items (None: it does)."""
+def _recompute_op(
+    client: Any, table: str, mailbox_id: str, thread_key: str, skip_sk: str = ""
+) -> Op | None:
+    """The guarded write making the summary match the thread's Message items (None: it does)."""
     pk = thread_pk(mailbox_id, thread_key)
     current = _get(client, table, pk, "THREAD")
     new = thread_summary(mailbox_id, thread_key, _thread_messages(client, table, pk, skip_sk))
@@ -330,7 +315,7 @@ def refresh_thread(client: Any, table: str, mailbox_id: str, thread_key: str) ->
             call[kind](**args)
             return
         except ClientError as err:
-            if err.response["Error"]["Code"] not in _TRANSIENT | {"ConditionalCheckFailedException"}:
+            if err.response["Error"]["Code"] not in _REFRESH_RETRY:
                 raise
         _backoff(attempt)
     raise WriterError(f"thread {thread_key} still changing after {_ATTEMPTS} attempts")
@@ -339,15 +324,16 @@ def refresh_thread(client: Any, table: str, mailbox_id: str, thread_key: str) ->
 def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) -> bool:
     """Delete every item of a message and fix its thread summary; False when not stored.
 
-    Found through its META pointer. The summary is recomputed from the thread's remaining
-    Message items (Query) in the same transaction, guarded like a store; deleted when none remain.
+    Found through its META pointer. In the same transaction, guarded like a store, the summary
+    is recomputed from the thread's remaining Message items (Query), or deleted if none remain.
     """
     mk = sha256_hex(message_id)
     mpk = message_pk(validate_mailbox_id(mailbox_id), mk)
     pointer = _get(client, table, mpk, "META")
     if pointer is None:
         return False
-    tpk, msk = thread_pk(mailbox_id, str(pointer["thread_key"])), message_sk(int(pointer["ts"]), mk)
+    thread_key = str(pointer["thread_key"])
+    tpk, msk = thread_pk(mailbox_id, thread_key), message_sk(int(pointer["ts"]), mk)
     there = "attribute_exists(PK)"
     head = [
         {"Delete": {"TableName": table, "Key": _key(tpk, msk), "ConditionExpression": there}},
@@ -359,7 +345,7 @@ def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) ->
     room = _TXN_LIMIT - len(head) - 1
 
     def build() -> list[Op]:
-        thread = _recompute_op(client, table, mailbox_id, str(pointer["thread_key"]), msk)
+        thread = _recompute_op(client, table, mailbox_id, thread_key, msk)
         return [*head, *([thread] if thread else []), *side[:room]]
 
     if not _transact(client, build, identity=2):
