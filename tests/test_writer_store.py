@@ -18,6 +18,7 @@ from typing import Any
 
 import pytest
 from boto3.dynamodb.types import TypeDeserializer
+from conftest import CORPORA
 
 from indexer.adapters.aws import client
 from indexer.settings import Settings
@@ -32,7 +33,6 @@ from indexer.writer.store import (
     rewrite_message,
     store_message,
 )
-from conftest import CORPORA
 
 pytestmark = pytest.mark.stack
 

@@ -9,6 +9,7 @@ and a re-delivered message is never re-embedded.
 from __future__ import annotations
 
 import threading
+import warnings
 import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
@@ -70,9 +71,12 @@ class VectorIndex:
             if not self._do(self.client.collection_exists, collection_name=name):
                 self._do(self.client.create_collection, collection_name=name, vectors_config=params)
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-        for field, schema in (("mailbox_id", tenant), ("thread_key", models.PayloadSchemaType.KEYWORD)):
-            self._do(self.client.create_payload_index, collection_name=self.collection,
-                     field_name=field, field_schema=schema)
+        with warnings.catch_warnings():
+            # The embedded store ignores payload indexes (and says so); a server uses them.
+            warnings.simplefilter("ignore", UserWarning)
+            for field, schema in (("mailbox_id", tenant), ("thread_key", models.PayloadSchemaType.KEYWORD)):
+                self._do(self.client.create_payload_index, collection_name=self.collection,
+                         field_name=field, field_schema=schema)
         aliases = self._do(self.client.get_aliases).aliases
         if not any(a.alias_name == self.alias for a in aliases):
             op = models.CreateAliasOperation(

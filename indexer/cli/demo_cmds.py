@@ -116,17 +116,22 @@ def demo(
     records.parent.mkdir(parents=True, exist_ok=True)
     count = export_records(ddb, aws.client(settings, "dynamodbstreams"), settings.table, records)
     console.print(f"exported {count} stream records to {records}")
-    procs = spawn_workers(settings, ROLES, 1, loglevel="WARNING")
-    try:
-        run = ingestor(settings)
-        run.feed_all(read_sources([str(records)]))
-        result = run.wait(600)
-    finally:
-        stop_workers(procs)  # the vectors worker owns the embedded store: release it first
+    log_path = settings.state_dir / "logs" / "demo-workers.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("ab") as log:
+        procs = spawn_workers(settings, ROLES, 1, loglevel="WARNING", log=log)
+        console.print(f"workers started (log: {log_path})")
+        try:
+            run = ingestor(settings)
+            run.feed_all(read_sources([str(records)]))
+            result = run.wait(600)
+        finally:
+            stop_workers(procs)  # the vectors worker owns the embedded store: release it first
     console.print(f"ingest: read={result.read} applied={result.applied} "
                   f"dead_lettered={result.dead_lettered} ignored={result.ignored} embedded={result.embedded}")
     _fulltext(settings, mailbox, ["release checklist", "outage database", "café recipe"])
     _neighbours(settings, mailbox)
+    deps.vector_index(settings).client.close()
 
 
 def register(app: typer.Typer) -> None:

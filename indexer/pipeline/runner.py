@@ -14,7 +14,7 @@ import subprocess
 import sys
 import time
 import uuid
-from typing import Any
+from typing import IO, Any
 
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import DeadLetter, Ingestor, Pending, Send
@@ -63,14 +63,15 @@ def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) 
 
 def spawn_workers(
     settings: Settings, roles: tuple[str, ...], concurrency: int, loglevel: str = "INFO",
-    *, own_session: bool = False,
+    *, own_session: bool = False, log: IO[bytes] | None = None,
 ) -> list[subprocess.Popen[bytes]]:
-    """One Celery worker process per role; ``own_session`` puts each in its own process group."""
+    """One Celery worker process per role; ``own_session`` puts each in its own process group,
+    ``log`` receives their output (default: inherited)."""
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
     return [
         subprocess.Popen(
             worker_argv(settings, role, concurrency, loglevel), env=env,
-            start_new_session=own_session,
+            start_new_session=own_session, stdout=log, stderr=log,
         )
         for role in roles
     ]

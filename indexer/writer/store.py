@@ -47,8 +47,8 @@ from indexer.writer.mapping import (
     message_sk,
     sha256_hex,
     thread_after_insert,
-    thread_summary,
     thread_pk,
+    thread_summary,
     to_items,
     validate_mailbox_id,
 )
@@ -275,7 +275,8 @@ def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> li
 def _thread_messages(client: Any, table: str, pk: str, skip_sk: str = "") -> list[Op]:
     """The thread's Message items oldest first (SK order), without ``skip_sk``."""
     items = _paged(
-        client.query, TableName=table, ProjectionExpression="SK, ts, message_key, subject, thread_id",
+        client.query, TableName=table,
+        ProjectionExpression="SK, ts, message_key, subject, thread_id",
         KeyConditionExpression="PK = :pk AND begins_with(SK, :msg)",
         ExpressionAttributeValues={":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
     )
