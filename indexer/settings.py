@@ -22,7 +22,7 @@ class Settings(BaseSettings):
     table: str = "aecs-mail"
     state_table: str = Field(
         default="",
-        description="Sidecar-owned DynamoDB table (participants, checkpoints); '' = '<table>-sidecar'.",
+        description="Sidecar-owned table (participants, checkpoints); '' = '<table>-sidecar'.",
     )
     aws_endpoint_url: str | None = Field(
         default=None, description="moto locally; unset means real AWS."
@@ -31,7 +31,9 @@ class Settings(BaseSettings):
 
     # Engines.
     opensearch_url: str = "http://127.0.0.1:9200"
-    opensearch_index: str = Field(default="mail", description="Alias readers use; also the index-family prefix.")
+    opensearch_index: str = Field(
+        default="mail", description="Alias readers use; also the index-family prefix."
+    )
     redis_url: str = "redis://127.0.0.1:6379/0"
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
     qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")

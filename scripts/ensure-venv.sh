@@ -16,19 +16,13 @@ cache_root=${SIDECAR_VENV_CACHE:-$HOME/.cache/mail-search-sidecar}
 deps="$cache_root/deps-$hash"
 
 if [ ! -f "$deps/.complete" ]; then
+  # Installed in place; the marker is written last, so an interrupted install is redone.
   echo "ensure-venv: installing pinned dependencies into $deps (first time only)" >&2
-  rm -rf "$deps.tmp"
-  mkdir -p "$cache_root"
-  "$PYTHON" -m venv "$deps.tmp"
-  "$deps.tmp/bin/pip" install -q --upgrade pip
-  "$deps.tmp/bin/pip" install -q -r requirements/runtime.txt -r requirements/dev.txt
-  # Re-create at the final path: venv scripts embed their absolute location.
   rm -rf "$deps"
+  mkdir -p "$cache_root"
   "$PYTHON" -m venv "$deps"
-  site_tmp=$("$deps.tmp/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  site=$("$deps/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-  cp -a "$site_tmp/." "$site/"
-  rm -rf "$deps.tmp"
+  "$deps/bin/pip" install -q --upgrade pip
+  "$deps/bin/pip" install -q -r requirements/runtime.txt -r requirements/dev.txt
   touch "$deps/.complete"
 fi
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import os
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -43,8 +42,8 @@ def settings(unique: str, tmp_path: Path) -> Settings:
 
 
 @pytest.fixture
-def ddb(settings: Settings) -> Iterator[Any]:
+def ddb(settings: Settings) -> Any:
     """A DynamoDB client on the stack's moto server."""
     from indexer.adapters.aws import client
 
-    yield client(settings, "dynamodb")
+    return client(settings, "dynamodb")

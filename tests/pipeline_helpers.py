@@ -31,12 +31,17 @@ def prepare_tables(settings: Settings) -> Any:
 
 def export_stream(settings: Settings, out: Path) -> int:
     return export_records(
-        aws.client(settings, "dynamodb"), aws.client(settings, "dynamodbstreams"), settings.table, out
+        aws.client(settings, "dynamodb"),
+        aws.client(settings, "dynamodbstreams"),
+        settings.table,
+        out,
     )
 
 
 @contextmanager
-def workers(settings: Settings, roles: tuple[str, ...] = ROLES) -> Iterator[list[subprocess.Popen[bytes]]]:
+def workers(
+    settings: Settings, roles: tuple[str, ...] = ROLES
+) -> Iterator[list[subprocess.Popen[bytes]]]:
     """Real Celery workers on this test's queues; stopped (warm) on exit."""
     procs = spawn_workers(settings, roles, 1, loglevel="WARNING", own_session=True)
     try:
@@ -57,7 +62,8 @@ def table_messages(ddb: Any, table: str, mailbox: str) -> dict[str, dict[str, An
 
     found: dict[str, dict[str, Any]] = {}
     kwargs: dict[str, Any] = {
-        "TableName": table, "IndexName": "GSI1",
+        "TableName": table,
+        "IndexName": "GSI1",
         "KeyConditionExpression": "GSI1PK = :pk",
         "ExpressionAttributeValues": {":pk": {"S": f"M#{mailbox}"}},
     }
@@ -76,12 +82,16 @@ def opensearch_docs(settings: Settings, mailbox: str) -> dict[str, dict[str, Any
     client.indices.refresh(index=settings.opensearch_index)
     hits: dict[str, dict[str, Any]] = {}
     body = {"query": {"term": {"mailbox_id": mailbox}}, "size": 1000, "sort": ["message_key"]}
-    for hit in client.search(index=settings.opensearch_index, body=body, routing=mailbox)["hits"]["hits"]:
+    for hit in client.search(index=settings.opensearch_index, body=body, routing=mailbox)["hits"][
+        "hits"
+    ]:
         hits[hit["_source"]["message_key"]] = hit["_source"]
     return hits
 
 
-def qdrant_points(settings: Settings, mailbox: str | None = None) -> dict[tuple[str, str], dict[str, Any]]:
+def qdrant_points(
+    settings: Settings, mailbox: str | None = None
+) -> dict[tuple[str, str], dict[str, Any]]:
     """Points by (mailbox, message_key); opens the embedded store, so workers must be stopped."""
     from qdrant_client import models
 
@@ -92,12 +102,22 @@ def qdrant_points(settings: Settings, mailbox: str | None = None) -> dict[tuple[
             return {}
         flt = None
         if mailbox is not None:
-            flt = models.Filter(must=[models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))])
+            flt = models.Filter(
+                must=[
+                    models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))
+                ]
+            )
         points: dict[tuple[str, str], dict[str, Any]] = {}
         offset = None
         while True:
-            batch, offset = client.scroll(index.alias, scroll_filter=flt, limit=256, offset=offset,
-                                          with_payload=True, with_vectors=False)
+            batch, offset = client.scroll(
+                index.alias,
+                scroll_filter=flt,
+                limit=256,
+                offset=offset,
+                with_payload=True,
+                with_vectors=False,
+            )
             for p in batch:
                 payload = dict(p.payload or {})
                 points[(payload["mailbox_id"], payload["message_key"])] = payload

@@ -15,7 +15,6 @@ import time
 import uuid
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -64,11 +63,14 @@ def email(i: int, variant: int) -> dict[str, Any]:
             "cc": [{"name": None, "email": "list@example.org"}] if i % 2 else [],
             "bcc": [{"name": None, "email": "hidden@example.org"}],
             "subject": f"subject {i} v{variant}",
-            "date": "2024-01-0{}T10:00:00Z".format(i + 1),
+            "date": f"2024-01-0{i + 1}T10:00:00Z",
             "timestamp": 1704103200 + 86400 * i,
         },
-        "content": {"text": f"text {i} {variant}", "clean": f"clean body {i} variant {variant}",
-                    "forAI": forai},
+        "content": {
+            "text": f"text {i} {variant}",
+            "clean": f"clean body {i} variant {variant}",
+            "forAI": forai,
+        },
         "processing": {"processedAt": "2024-02-01T00:00:00Z", "specVersion": f"1.{variant}"},
     }
 
@@ -76,7 +78,9 @@ def email(i: int, variant: int) -> dict[str, Any]:
 class World:
     """One table and the adapters the workers use, shared by all threads."""
 
-    def __init__(self, base: Settings, qdrant: Any, embedder: Embedder, opensearch: OpenSearchIndex) -> None:
+    def __init__(
+        self, base: Settings, qdrant: Any, embedder: Embedder, opensearch: OpenSearchIndex
+    ) -> None:
         suffix = uuid.uuid4().hex[:8]
         self.table = f"conv-{suffix}"
         self.mailboxes = [f"alpha-{suffix}", f"bêta ü-{suffix}"]
@@ -126,7 +130,9 @@ class SlowStore(DynamoStore):
         return states
 
 
-def shuffled_batches(records: list[dict[str, Any]], older: list[dict[str, Any]], rng: random.Random) -> Iterator[list[dict[str, Any]]]:
+def shuffled_batches(
+    records: list[dict[str, Any]], older: list[dict[str, Any]], rng: random.Random
+) -> Iterator[list[dict[str, Any]]]:
     pool = records + rng.sample(older, k=min(len(older), len(records)))  # late duplicates
     rng.shuffle(pool)
     while pool:
@@ -136,7 +142,9 @@ def shuffled_batches(records: list[dict[str, Any]], older: list[dict[str, Any]],
 
 
 @pytest.fixture(scope="module")
-def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings, VectorIndex, Embedder, OpenSearchIndex]]:
+def engines(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> Iterator[tuple[Settings, VectorIndex, Embedder, OpenSearchIndex]]:
     from qdrant_client import QdrantClient
 
     unique = uuid.uuid4().hex[:8]
@@ -151,28 +159,45 @@ def engines(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Settings
 
 
 def assert_converged(world: World) -> None:
-    refs = {MessageRef(mb, to_items(email(i, 0), mb).message_key)
-            for mb in world.mailboxes for i in range(MESSAGES)}
+    refs = {
+        MessageRef(mb, to_items(email(i, 0), mb).message_key)
+        for mb in world.mailboxes
+        for i in range(MESSAGES)
+    }
     states = world.store.read_states(refs, participants=True)
     client = world.opensearch.client
     for ref, state in states.items():
         expected = search_document(state)
         try:
-            got = client.get(index=world.opensearch.alias, id=point_id(ref), routing=ref.mailbox_id)["_source"]
+            got = client.get(
+                index=world.opensearch.alias, id=point_id(ref), routing=ref.mailbox_id
+            )["_source"]
         except NotFoundError:
             got = None
         assert got == expected, f"full-text drift for {ref}"
         target = vector_target(state)
-        points = world.vectors.client.retrieve(world.vectors.alias, ids=[point_id(ref)], with_payload=True)
+        points = world.vectors.client.retrieve(
+            world.vectors.alias, ids=[point_id(ref)], with_payload=True
+        )
         payload = dict(points[0].payload or {}) if points else None
-        assert payload == (dict(target.payload) if target.text is not None else None), f"vector drift for {ref}"
+        assert payload == (dict(target.payload) if target.text is not None else None), (
+            f"vector drift for {ref}"
+        )
         if state.message is None:
             assert got is None and payload is None  # deletes stick
 
 
-@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow])
+@settings(
+    max_examples=12,
+    deadline=None,
+    suppress_health_check=[HealthCheck.function_scoped_fixture, HealthCheck.too_slow],
+)
 @given(ops=OPS, seed=st.integers(0, 2**32 - 1))
-def test_indexes_converge_to_the_table(engines: tuple[Settings, VectorIndex, Embedder, OpenSearchIndex], ops: list[tuple[str, int, int, int]], seed: int) -> None:
+def test_indexes_converge_to_the_table(
+    engines: tuple[Settings, VectorIndex, Embedder, OpenSearchIndex],
+    ops: list[tuple[str, int, int, int]],
+    seed: int,
+) -> None:
     base, vectors, embedder, opensearch = engines
     world = World(base, vectors, embedder, opensearch)
     rng = random.Random(seed)
@@ -190,13 +215,17 @@ def test_indexes_converge_to_the_table(engines: tuple[Settings, VectorIndex, Emb
     assert_converged(world)
 
 
-def test_convergence_check_detects_drift(engines: tuple[Settings, VectorIndex, Embedder, OpenSearchIndex]) -> None:
+def test_convergence_check_detects_drift(
+    engines: tuple[Settings, VectorIndex, Embedder, OpenSearchIndex],
+) -> None:
     """The assertion above can fail: a stale document left behind is caught."""
     base, vectors, embedder, opensearch = engines
     world = World(base, vectors, embedder, opensearch)
     world.apply("store", 0, 0, 0)
     world.process(world.new_records())
-    delete_message(world.ddb, world.table, world.mailboxes[0], "<m0@example.org>")  # never processed
+    delete_message(
+        world.ddb, world.table, world.mailboxes[0], "<m0@example.org>"
+    )  # never processed
     with pytest.raises(AssertionError, match="drift"):
         assert_converged(world)
 
@@ -219,7 +248,9 @@ class PausingStore(DynamoStore):
         return states
 
 
-def test_stale_reader_cannot_resurrect_a_deleted_message(engines: tuple[Settings, VectorIndex, Embedder, OpenSearchIndex]) -> None:
+def test_stale_reader_cannot_resurrect_a_deleted_message(
+    engines: tuple[Settings, VectorIndex, Embedder, OpenSearchIndex],
+) -> None:
     """Worker A reads the message, stalls; the message is deleted and worker B applies the
     delete; A then writes what it read. The verify step must remove A's stale write."""
     base, vectors, embedder, opensearch = engines
@@ -232,7 +263,9 @@ def test_stale_reader_cannot_resurrect_a_deleted_message(engines: tuple[Settings
     stalled.armed = True
     plan = plan_records(decode_record(r) for r in first)
     with ThreadPoolExecutor(max_workers=2) as pool:
-        a_text = pool.submit(sync_fulltext, stalled, world.opensearch, plan.fulltext, plan.participants)
+        a_text = pool.submit(
+            sync_fulltext, stalled, world.opensearch, plan.fulltext, plan.participants
+        )
         assert stalled.read_done.wait(30)
         world.apply("delete", 1, 0, 0)
         world.process(world.new_records())  # worker B

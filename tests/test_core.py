@@ -56,17 +56,33 @@ def test_numbers_are_int_or_decimal_never_float() -> None:
 
 
 def test_all_types_and_unknown_attributes() -> None:
-    item = decode_item({
-        "s": {"S": "x"}, "n": {"NULL": True}, "b": {"BOOL": False},
-        "l": {"L": [{"S": "a"}, {"N": "1"}]}, "m": {"M": {"k": {"S": "v"}}},
-        "ss": {"SS": ["a", "b"]}, "bin": {"B": base64.b64encode(b"hi").decode()},
-        "future_attr": {"S": "kept"},
-    })
-    assert item == {"s": "x", "n": None, "b": False, "l": ["a", 1], "m": {"k": "v"},
-                    "ss": {"a", "b"}, "bin": b"hi", "future_attr": "kept"}
+    item = decode_item(
+        {
+            "s": {"S": "x"},
+            "n": {"NULL": True},
+            "b": {"BOOL": False},
+            "l": {"L": [{"S": "a"}, {"N": "1"}]},
+            "m": {"M": {"k": {"S": "v"}}},
+            "ss": {"SS": ["a", "b"]},
+            "bin": {"B": base64.b64encode(b"hi").decode()},
+            "future_attr": {"S": "kept"},
+        }
+    )
+    assert item == {
+        "s": "x",
+        "n": None,
+        "b": False,
+        "l": ["a", 1],
+        "m": {"k": "v"},
+        "ss": {"a", "b"},
+        "bin": b"hi",
+        "future_attr": "kept",
+    }
 
 
-@pytest.mark.parametrize("bad", [{"S": 12}, {"X": "1"}, {"S": "a", "N": "1"}, "plain", {"BOOL": "yes"}])
+@pytest.mark.parametrize(
+    "bad", [{"S": 12}, {"X": "1"}, {"S": "a", "N": "1"}, "plain", {"BOOL": "yes"}]
+)
 def test_wrong_types_are_record_errors(bad: object) -> None:
     with pytest.raises(RecordError):
         decode_value(bad)
@@ -99,12 +115,15 @@ def test_ttl_remove_is_flagged() -> None:
     assert decode_record(raw).ttl_delete
 
 
-@pytest.mark.parametrize("mutate", [
-    lambda r: r.pop("dynamodb"),
-    lambda r: r.update(eventName="UPSERT"),
-    lambda r: r["dynamodb"].update(Keys={"PK": {"S": "x"}}),
-    lambda r: r["dynamodb"].update(SequenceNumber="12ab"),
-])
+@pytest.mark.parametrize(
+    "mutate",
+    [
+        lambda r: r.pop("dynamodb"),
+        lambda r: r.update(eventName="UPSERT"),
+        lambda r: r["dynamodb"].update(Keys={"PK": {"S": "x"}}),
+        lambda r: r["dynamodb"].update(SequenceNumber="12ab"),
+    ],
+)
 def test_malformed_records_raise_with_reason(mutate: object) -> None:
     raw = stream_record(f"M#box#MSG#{MK}", "BODY")
     mutate(raw)  # type: ignore[operator]
@@ -113,29 +132,39 @@ def test_malformed_records_raise_with_reason(mutate: object) -> None:
     assert info.value.reason
 
 
-@pytest.mark.parametrize(("pk", "sk", "kind"), [
-    (f"M#box#T#{TK}", f"MSG#000001700000#{MK}", ItemKind.MESSAGE),
-    (f"M#box#MSG#{MK}", "BODY", ItemKind.BODY),
-    (f"M#box#MSG#{MK}", "META", ItemKind.POINTER),
-    (f"M#box#T#{TK}", "THREAD", ItemKind.THREAD),
-    (f"M#box#A#carol@example.com", f"000001700000#{MK}#cc", ItemKind.PARTICIPANT),
-    (f"M#box#R#{TK}", MK, ItemKind.REFERENCE),
-])
+@pytest.mark.parametrize(
+    ("pk", "sk", "kind"),
+    [
+        (f"M#box#T#{TK}", f"MSG#000001700000#{MK}", ItemKind.MESSAGE),
+        (f"M#box#MSG#{MK}", "BODY", ItemKind.BODY),
+        (f"M#box#MSG#{MK}", "META", ItemKind.POINTER),
+        (f"M#box#T#{TK}", "THREAD", ItemKind.THREAD),
+        ("M#box#A#carol@example.com", f"000001700000#{MK}#cc", ItemKind.PARTICIPANT),
+        (f"M#box#R#{TK}", MK, ItemKind.REFERENCE),
+    ],
+)
 def test_classify(pk: str, sk: str, kind: ItemKind) -> None:
     ref = classify(pk, sk)
     assert ref.kind is kind and ref.mailbox_id == "box"
 
 
 def test_classify_participant_with_hash_in_email_and_unicode_mailbox() -> None:
-    ref = classify(f"M#boîte ü#A#we#ird@example.com", f"000001700000#{MK}#to")
+    ref = classify("M#boîte ü#A#we#ird@example.com", f"000001700000#{MK}#to")
     assert ref.mailbox_id == "boîte ü" and ref.message_key == MK and ref.role == "to"
 
 
-@pytest.mark.parametrize(("pk", "sk"), [
-    ("X#box#T#" + TK, "THREAD"), (f"M#box#Z#{TK}", "x"), (f"M#box#MSG#{MK}", "OTHER"),
-    (f"M#box#MSG#{MK[:-1]}", "BODY"), (f"M#box#T#{TK}", f"MSG#1#{MK}"), ("M##T#" + TK, "THREAD"),
-    (f"M#box#A#x@y", f"000001700000#{MK}#boss"),
-])
+@pytest.mark.parametrize(
+    ("pk", "sk"),
+    [
+        ("X#box#T#" + TK, "THREAD"),
+        (f"M#box#Z#{TK}", "x"),
+        (f"M#box#MSG#{MK}", "OTHER"),
+        (f"M#box#MSG#{MK[:-1]}", "BODY"),
+        (f"M#box#T#{TK}", f"MSG#1#{MK}"),
+        ("M##T#" + TK, "THREAD"),
+        ("M#box#A#x@y", f"000001700000#{MK}#boss"),
+    ],
+)
 def test_unknown_shapes_are_rejected(pk: str, sk: str) -> None:
     with pytest.raises(RecordError):
         classify(pk, sk)
@@ -147,7 +176,7 @@ def test_plan_routes_items_to_sinks_and_collapses_duplicates() -> None:
         stream_record(f"M#box#T#{TK}", f"MSG#000001700000#{MK}"),
         stream_record(f"M#box#T#{TK}", f"MSG#000001700000#{MK}", "MODIFY"),
         stream_record(f"M#box#MSG#{MK}", "BODY"),
-        stream_record(f"M#box#A#c@x.org", f"000001700000#{MK}#cc"),
+        stream_record("M#box#A#c@x.org", f"000001700000#{MK}#cc"),
         stream_record(f"M#box#T#{TK}", "THREAD"),
         stream_record(f"M#box#R#{TK}", MK),
     ):
@@ -162,12 +191,24 @@ def test_plan_routes_items_to_sinks_and_collapses_duplicates() -> None:
 
 
 def _state(**message: object) -> MessageState:
-    base = {"thread_key": TK, "ts": Decimal(1700000000), "message_id": "<m@x>", "subject": "Hi",
-            "from_email": "a@x.org", "from_name": "A", "forai": "hello", "date": None,
-            "attachment_count": Decimal(2), "spec_version": "1.0"}
+    base = {
+        "thread_key": TK,
+        "ts": Decimal(1700000000),
+        "message_id": "<m@x>",
+        "subject": "Hi",
+        "from_email": "a@x.org",
+        "from_name": "A",
+        "forai": "hello",
+        "date": None,
+        "attachment_count": Decimal(2),
+        "spec_version": "1.0",
+    }
     base.update(message)
-    people = (Participant("to", "b@x.org", "B"), Participant("bcc", "secret@x.org", None),
-              Participant("cc", "c@x.org", None))
+    people = (
+        Participant("to", "b@x.org", "B"),
+        Participant("bcc", "secret@x.org", None),
+        Participant("cc", "c@x.org", None),
+    )
     return MessageState(MessageRef("box", MK), base, {"clean": "body text", "text": "raw"}, people)
 
 
@@ -193,12 +234,22 @@ def test_no_point_without_forai(forai: str | None) -> None:
 
 def test_vector_payload() -> None:
     target = vector_target(_state())
-    assert target.payload == {"mailbox_id": "box", "message_key": MK, "thread_key": TK,
-                              "ts": 1700000000, "from": "a@x.org", "content_hash": text_hash("hello")}
+    assert target.payload == {
+        "mailbox_id": "box",
+        "message_key": MK,
+        "thread_key": TK,
+        "ts": 1700000000,
+        "from": "a@x.org",
+        "content_hash": text_hash("hello"),
+    }
 
 
-@given(st.text(alphabet=st.characters(blacklist_characters="#", blacklist_categories=["Cs"]), min_size=1),
-       st.text(alphabet="0123456789abcdef", min_size=64, max_size=64))
+@given(
+    st.text(
+        alphabet=st.characters(blacklist_characters="#", blacklist_categories=["Cs"]), min_size=1
+    ),
+    st.text(alphabet="0123456789abcdef", min_size=64, max_size=64),
+)
 def test_point_ids_are_deterministic_and_mailbox_scoped(mailbox: str, key: str) -> None:
     ref = MessageRef(mailbox, key)
     assert point_id(ref) == point_id(MessageRef(mailbox, key))

@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 import gzip
+import json
 import os
+import re
 import subprocess
 import sys
-import json
-import re
 from pathlib import Path
 
 import pytest
 
-from indexer.pipeline.redrive import redrive
 from indexer.core.documents import text_hash
 from indexer.pipeline import deps
+from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
 from indexer.writer.store import load_file
 from tests.conftest import CORPORA
@@ -62,7 +62,10 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
         export_stream(settings, records)
         cli = subprocess.run(
             [sys.executable, "-m", "indexer.cli.main", "ingest", "--wait", str(records)],
-            env={**os.environ, **to_env(settings)}, capture_output=True, text=True, timeout=600,
+            env={**os.environ, **to_env(settings)},
+            capture_output=True,
+            text=True,
+            timeout=600,
         )
         assert cli.returncode == 0, cli.stderr
         assert re.search(r"embedded\s+│\s+0\s", cli.stderr), cli.stderr
@@ -71,12 +74,24 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
 
         # A term from a message's clean text finds that message.
         corpus = _corpus()
-        probe = next(m for m in table.values() if len(re.findall(r"[a-z]{9,}", str(corpus[m["message_id"]]["content"]["clean"]))) > 3)  # type: ignore[index]
+        probe = next(
+            m
+            for m in table.values()
+            if len(re.findall(r"[a-z]{9,}", str(corpus[m["message_id"]]["content"]["clean"]))) > 3
+        )  # type: ignore[index]
         words = re.findall(r"[a-z]{9,}", str(corpus[probe["message_id"]]["content"]["clean"]))  # type: ignore[index]
         client = deps.fulltext_index(settings).client
-        body = {"query": {"bool": {"filter": [{"term": {"mailbox_id": "lkml"}}],
-                                   "must": [{"match": {"clean": " ".join(words[:3])}}]}}}
-        hits = client.search(index=settings.opensearch_index, body=body, routing="lkml")["hits"]["hits"]
+        body = {
+            "query": {
+                "bool": {
+                    "filter": [{"term": {"mailbox_id": "lkml"}}],
+                    "must": [{"match": {"clean": " ".join(words[:3])}}],
+                }
+            }
+        }
+        hits = client.search(index=settings.opensearch_index, body=body, routing="lkml")["hits"][
+            "hits"
+        ]
         assert probe["message_key"] in [h["_source"]["message_key"] for h in hits]
 
     assert set(docs) == set(table)
@@ -100,7 +115,9 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
         assert payload["thread_key"] == table[key]["thread_key"]
 
 
-def test_poison_records_are_dead_lettered_and_the_rest_applied(settings: Settings, tmp_path: Path) -> None:
+def test_poison_records_are_dead_lettered_and_the_rest_applied(
+    settings: Settings, tmp_path: Path
+) -> None:
     ddb = prepare_tables(settings)
     sample = tmp_path / "two.jsonl"
     with gzip.open(LKML, "rt", encoding="utf-8") as fh:
@@ -134,8 +151,12 @@ def test_poison_records_are_dead_lettered_and_the_rest_applied(settings: Setting
     # message that is fine now is applied and leaves the store.
     store = deps.dead_letters(settings)
     key = next(iter(opensearch_docs(settings, "box")))
-    store.add(stage="vectors", reason="test", payload={"messages": [["box", key]], "participants": []},
-              mailbox_id="box")
+    store.add(
+        stage="vectors",
+        reason="test",
+        payload={"messages": [["box", key]], "participants": []},
+        mailbox_id="box",
+    )
     with workers(settings):
         result = redrive(settings, None, wait=True)
     assert result == {"redriven": 5, "failed_again": 4}

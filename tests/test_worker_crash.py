@@ -39,7 +39,7 @@ def test_sigkilled_workers_lose_nothing(settings: Settings, tmp_path: Path) -> N
     with workers(settings) as procs:
         run.feed_all(read_sources([str(records)]))
         # Kill both whole workers (parent and pool child) while batches are in flight.
-        first = run._sent[0].results[0]  # noqa: SLF001 - wait for work to be under way
+        first = run._sent[0].results[0]
         first.get(timeout=120)
         for proc in procs:
             os.killpg(proc.pid, signal.SIGKILL)
@@ -50,5 +50,10 @@ def test_sigkilled_workers_lose_nothing(settings: Settings, tmp_path: Path) -> N
     assert summary.dead_lettered == 0
     assert summary.applied + summary.ignored == summary.read
     assert set(opensearch_docs(settings, "crash")) == set(table)
-    assert wait_until(lambda: len(qdrant_points(settings, "crash")) == sum(
-        1 for m in table.values() if (m.get("forai") or "").strip()), timeout=5)
+    assert wait_until(
+        lambda: (
+            len(qdrant_points(settings, "crash"))
+            == sum(1 for m in table.values() if (m.get("forai") or "").strip())
+        ),
+        timeout=5,
+    )

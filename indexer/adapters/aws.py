@@ -10,7 +10,9 @@ from botocore.config import Config
 
 from indexer.settings import Settings
 
-_RETRIES = Config(retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=5, read_timeout=30)
+_RETRIES = Config(
+    retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=5, read_timeout=30
+)
 
 
 def _session(settings: Settings) -> boto3.session.Session:

@@ -11,7 +11,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
-from typing import Any
+from typing import Any, cast
 
 import redis
 
@@ -38,10 +38,17 @@ class DeadLetterStore:
         self._order = f"{prefix}:dlq:order"
 
     def add(
-        self, *, stage: str, reason: str, payload: Any,
-        mailbox_id: str | None = None, source: str | None = None,
+        self,
+        *,
+        stage: str,
+        reason: str,
+        payload: Any,
+        mailbox_id: str | None = None,
+        source: str | None = None,
     ) -> DeadLetter:
-        entry = DeadLetter(uuid.uuid4().hex, time.time(), stage, reason, mailbox_id, payload, source)
+        entry = DeadLetter(
+            uuid.uuid4().hex, time.time(), stage, reason, mailbox_id, payload, source
+        )
         pipe = self._redis.pipeline(transaction=True)
         pipe.hset(self._entries, entry.id, entry.to_json())
         pipe.zadd(self._order, {entry.id: entry.time})
@@ -54,7 +61,7 @@ class DeadLetterStore:
 
     def list(self, limit: int | None = None) -> list[DeadLetter]:
         ids = self._redis.zrange(self._order, 0, -1 if limit is None else limit - 1)
-        raws = self._redis.hmget(self._entries, ids) if ids else []
+        raws = self._redis.hmget(self._entries, list(cast(list[bytes], ids))) if ids else []
         return [DeadLetter(**json.loads(r)) for r in raws if r]
 
     def __iter__(self) -> Iterator[DeadLetter]:

@@ -155,7 +155,10 @@ class DynamoStore:
         self, refs: Collection[ParticipantRef], current: dict[Key, dict[str, Any]]
     ) -> None:
         for ref in refs:
-            key = {"PK": {"S": self._participant_pk(ref.message)}, "SK": {"S": f"{ref.pk}|{ref.sk}"}}
+            key = {
+                "PK": {"S": self._participant_pk(ref.message)},
+                "SK": {"S": f"{ref.pk}|{ref.sk}"},
+            }
             item = current.get((ref.pk, ref.sk))
             try:
                 if item is None:

@@ -36,7 +36,10 @@ class Embedder:
         if not texts:
             return []
         vectors = self._model.encode(
-            list(texts), batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
+            list(texts),
+            batch_size=self.batch_size,
+            normalize_embeddings=True,
+            convert_to_numpy=True,
+            show_progress_bar=False,
         )
         return [list(map(float, row)) for row in vectors]

@@ -83,7 +83,9 @@ class OpenSearchIndex:
             "template": body["template"],
             "_meta": {"mapping_version": version, "owner": "mail-search-sidecar"},
         }
-        self._call(self.client.indices.put_index_template, name=f"{self.alias}-messages", body=template)
+        self._call(
+            self.client.indices.put_index_template, name=f"{self.alias}-messages", body=template
+        )
         name = self.index_name(version)
         if not self._call(self.client.indices.exists, index=name):
             try:
@@ -94,7 +96,11 @@ class OpenSearchIndex:
         if not self._call(self.client.indices.exists_alias, name=self.alias):
             self._call(
                 self.client.indices.update_aliases,
-                body={"actions": [{"add": {"index": name, "alias": self.alias, "is_write_index": True}}]},
+                body={
+                    "actions": [
+                        {"add": {"index": name, "alias": self.alias, "is_write_index": True}}
+                    ]
+                },
             )
         return name
 
@@ -139,9 +145,15 @@ class OpenSearchIndex:
         for index in self.write_targets() or [self.ensure()]:
             try:
                 results = helpers.streaming_bulk(
-                    self.client, self._actions(docs, index), chunk_size=500,
-                    max_chunk_bytes=20 * 1024 * 1024, raise_on_error=False,
-                    raise_on_exception=False, max_retries=3, initial_backoff=1, yield_ok=True,
+                    self.client,
+                    self._actions(docs, index),
+                    chunk_size=500,
+                    max_chunk_bytes=20 * 1024 * 1024,
+                    raise_on_error=False,
+                    raise_on_exception=False,
+                    max_retries=3,
+                    initial_backoff=1,
+                    yield_ok=True,
                 )
                 for ok, item in results:
                     self._outcome(ok, item, by_id, poison, transient)
@@ -155,8 +167,11 @@ class OpenSearchIndex:
 
     @staticmethod
     def _outcome(
-        ok: bool, item: Mapping[str, Any], by_id: Mapping[str, MessageRef],
-        poison: dict[MessageRef, str], transient: list[str],
+        ok: bool,
+        item: Mapping[str, Any],
+        by_id: Mapping[str, MessageRef],
+        poison: dict[MessageRef, str],
+        transient: list[str],
     ) -> None:
         ((op, result),) = item.items()
         status = int(result.get("status", 0))

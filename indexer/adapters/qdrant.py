@@ -9,8 +9,8 @@ and a re-delivered message is never re-embedded.
 from __future__ import annotations
 
 import threading
-import warnings
 import uuid
+import warnings
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
@@ -36,7 +36,9 @@ def build_client(settings: Settings) -> QdrantClient:
 def _transient(exc: Exception) -> bool:
     if isinstance(exc, ResponseHandlingException | ConnectionError | TimeoutError):
         return True
-    return isinstance(exc, UnexpectedResponse) and (exc.status_code == 429 or exc.status_code >= 500)
+    return isinstance(exc, UnexpectedResponse) and (
+        exc.status_code == 429 or (exc.status_code or 0) >= 500
+    )
 
 
 def cache_id(content_hash: str) -> str:
@@ -74,13 +76,22 @@ class VectorIndex:
         with warnings.catch_warnings():
             # The embedded store ignores payload indexes (and says so); a server uses them.
             warnings.simplefilter("ignore", UserWarning)
-            for field, schema in (("mailbox_id", tenant), ("thread_key", models.PayloadSchemaType.KEYWORD)):
-                self._do(self.client.create_payload_index, collection_name=self.collection,
-                         field_name=field, field_schema=schema)
+            for field, schema in (
+                ("mailbox_id", tenant),
+                ("thread_key", models.PayloadSchemaType.KEYWORD),
+            ):
+                self._do(
+                    self.client.create_payload_index,
+                    collection_name=self.collection,
+                    field_name=field,
+                    field_schema=schema,
+                )
         aliases = self._do(self.client.get_aliases).aliases
         if not any(a.alias_name == self.alias for a in aliases):
             op = models.CreateAliasOperation(
-                create_alias=models.CreateAlias(collection_name=self.collection, alias_name=self.alias)
+                create_alias=models.CreateAlias(
+                    collection_name=self.collection, alias_name=self.alias
+                )
             )
             self._do(self.client.update_collection_aliases, change_aliases_operations=[op])
 
@@ -89,38 +100,63 @@ class VectorIndex:
         ids = {point_id(r): r for r in refs}
         if not ids:
             return {}
-        points = self._do(self.client.retrieve, collection_name=self.alias, ids=list(ids),
-                          with_payload=True, with_vectors=False)
+        points = self._do(
+            self.client.retrieve,
+            collection_name=self.alias,
+            ids=list(ids),
+            with_payload=True,
+            with_vectors=False,
+        )
         return {ids[str(p.id)]: dict(p.payload or {}) for p in points}
 
     def cached_vectors(self, hashes: Iterable[str]) -> dict[str, list[float]]:
         by_id = {cache_id(h): h for h in hashes}
         if not by_id:
             return {}
-        points = self._do(self.client.retrieve, collection_name=self.cache, ids=list(by_id),
-                          with_payload=False, with_vectors=True)
+        points = self._do(
+            self.client.retrieve,
+            collection_name=self.cache,
+            ids=list(by_id),
+            with_payload=False,
+            with_vectors=True,
+        )
         return {by_id[str(p.id)]: list(p.vector) for p in points if isinstance(p.vector, list)}
 
     def remember(self, vectors: Mapping[str, Sequence[float]]) -> None:
-        points = [models.PointStruct(id=cache_id(h), vector=list(v), payload={"content_hash": h})
-                  for h, v in vectors.items()]
+        points = [
+            models.PointStruct(id=cache_id(h), vector=list(v), payload={"content_hash": h})
+            for h, v in vectors.items()
+        ]
         if points:
             self._do(self.client.upsert, collection_name=self.cache, points=points, wait=True)
 
-    def upsert(self, points: Sequence[tuple[MessageRef, Sequence[float], Mapping[str, Any]]]) -> None:
-        structs = [models.PointStruct(id=point_id(r), vector=list(v), payload=dict(p))
-                   for r, v, p in points]
+    def upsert(
+        self, points: Sequence[tuple[MessageRef, Sequence[float], Mapping[str, Any]]]
+    ) -> None:
+        structs = [
+            models.PointStruct(id=point_id(r), vector=list(v), payload=dict(p))
+            for r, v, p in points
+        ]
         if structs:
             self._do(self.client.upsert, collection_name=self.alias, points=structs, wait=True)
 
     def set_payloads(self, payloads: Mapping[MessageRef, Mapping[str, Any]]) -> None:
         """Refresh metadata of points whose text (hence vector) did not change."""
         for ref, payload in payloads.items():
-            self._do(self.client.overwrite_payload, collection_name=self.alias,
-                     payload=dict(payload), points=[point_id(ref)], wait=True)
+            self._do(
+                self.client.overwrite_payload,
+                collection_name=self.alias,
+                payload=dict(payload),
+                points=[point_id(ref)],
+                wait=True,
+            )
 
     def delete(self, refs: Iterable[MessageRef]) -> None:
         ids: list[models.ExtendedPointId] = [point_id(r) for r in refs]
         if ids:
-            self._do(self.client.delete, collection_name=self.alias,
-                     points_selector=models.PointIdsList(points=ids), wait=True)
+            self._do(
+                self.client.delete,
+                collection_name=self.alias,
+                points_selector=models.PointIdsList(points=ids),
+                wait=True,
+            )

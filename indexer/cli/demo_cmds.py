@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated, Any, cast
 
 import typer
 from rich.console import Console
@@ -52,10 +52,12 @@ def _fulltext(settings: Settings, mailbox: str, queries: list[str]) -> None:
     for text in queries:
         body = {
             "size": 3,
-            "query": {"bool": {
-                "filter": [{"term": {"mailbox_id": mailbox}}],
-                "must": [{"multi_match": {"query": text, "fields": ["subject^2", "clean"]}}],
-            }},
+            "query": {
+                "bool": {
+                    "filter": [{"term": {"mailbox_id": mailbox}}],
+                    "must": [{"multi_match": {"query": text, "fields": ["subject^2", "clean"]}}],
+                }
+            },
         }
         hits = index.client.search(index=index.alias, body=body, routing=mailbox)["hits"]["hits"]
         console.print(f"[bold]full-text[/bold] {text!r}: {len(hits)} hit(s)")
@@ -69,16 +71,23 @@ def _neighbours(settings: Settings, mailbox: str) -> None:
     from indexer.pipeline import deps
 
     index = deps.vector_index(settings)
-    only = models.Filter(must=[models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))])
-    points, _ = index.client.scroll(index.alias, scroll_filter=only, limit=1, with_vectors=True, with_payload=True)
+    only = models.Filter(
+        must=[models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))]
+    )
+    points, _ = index.client.scroll(
+        index.alias, scroll_filter=only, limit=1, with_vectors=True, with_payload=True
+    )
     if not points:
         console.print("[red]no vectors indexed[/red]")
         return
     source = points[0]
     subjects = deps.fulltext_index(settings)
-    hits = index.client.query_points(index.alias, query=source.vector, query_filter=only, limit=4,
-                                     with_payload=True).points
-    console.print(f"[bold]nearest neighbours[/bold] of {_subject(subjects, mailbox, source.payload)!r}:")
+    hits = index.client.query_points(
+        index.alias, query=cast(list[float], source.vector), query_filter=only, limit=4, with_payload=True
+    ).points
+    console.print(
+        f"[bold]nearest neighbours[/bold] of {_subject(subjects, mailbox, source.payload)!r}:"
+    )
     for hit in hits:
         if hit.id != source.id:
             console.print(f"  {hit.score:.3f}  {_subject(subjects, mailbox, hit.payload)}")
@@ -94,7 +103,9 @@ def _subject(index: Any, mailbox: str, payload: Any) -> str:
 
 
 def demo(
-    mailbox: Annotated[str, typer.Option(help="Mailbox id to load the sample into.")] = "demo@example.com",
+    mailbox: Annotated[
+        str, typer.Option(help="Mailbox id to load the sample into.")
+    ] = "demo@example.com",
     file: Annotated[Path, typer.Option(help="NormalizedEmail JSON lines.")] = SAMPLE,
 ) -> None:
     """Load a sample mailbox, index it through real workers, and query both engines."""
@@ -127,8 +138,10 @@ def demo(
             result = run.wait(600)
         finally:
             stop_workers(procs)  # the vectors worker owns the embedded store: release it first
-    console.print(f"ingest: read={result.read} applied={result.applied} "
-                  f"dead_lettered={result.dead_lettered} ignored={result.ignored} embedded={result.embedded}")
+    console.print(
+        f"ingest: read={result.read} applied={result.applied} "
+        f"dead_lettered={result.dead_lettered} ignored={result.ignored} embedded={result.embedded}"
+    )
     _fulltext(settings, mailbox, ["release checklist", "outage database", "café recipe"])
     _neighbours(settings, mailbox)
     deps.vector_index(settings).client.close()

@@ -19,7 +19,9 @@ dlq_app = typer.Typer(help="Inspect and redrive the dead-letter store.", no_args
 
 def worker(
     role: Annotated[str, typer.Option(help="all | fulltext | vectors")] = "all",
-    concurrency: Annotated[int, typer.Option(help="Processes per role (vectors: 1 when embedded).")] = 1,
+    concurrency: Annotated[
+        int, typer.Option(help="Processes per role (vectors: 1 when embedded).")
+    ] = 1,
     loglevel: Annotated[str, typer.Option()] = "INFO",
 ) -> None:
     """Start Celery workers: one per queue, so full-text never waits behind embedding."""
@@ -44,8 +46,13 @@ def ingest(
     settings = get_settings()
     run = ingestor(settings)
     s3 = client(settings, "s3") if any(p.startswith("s3://") for p in paths) else None
-    with Progress(TextColumn("records"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  console=console) as bar:
+    with Progress(
+        TextColumn("records"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    ) as bar:
         task = bar.add_task("read", total=None)
         run.feed_all(read_sources(paths, s3), progress=lambda n: bar.advance(task, n))
     summary = run.wait(timeout) if wait else run.summary

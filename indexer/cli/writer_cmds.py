@@ -37,14 +37,18 @@ def _fail(message: str) -> typer.Exit:
     return typer.Exit(code=2)
 
 
-def _run_file(path: Path, what: str, run: Callable[[Callable[[int, int], None]], Any]) -> Any:
-    """Run a whole-file command under a progress bar; an unreadable file exits non-zero."""
-    from indexer.writer.mapping import InvalidEmail
+def _run_file(
+    path: Path, mailbox: str, what: str, run: Callable[[Callable[[int, int], None]], Any]
+) -> Any:
+    """Run a whole-file command under a progress bar; a bad mailbox or unreadable file exits 2."""
+    from indexer.writer.mapping import InvalidEmail, validate_mailbox_id
 
-    columns = (TextColumn(f"{what} {path.name}"), BarColumn(), DownloadColumn(),
-               TimeRemainingColumn())
     try:
-        with Progress(*columns, console=console, transient=False) as bar:
+        validate_mailbox_id(mailbox)
+        path.open("rb").close()
+        columns = (TextColumn(f"{what} {path.name}"), BarColumn(), DownloadColumn(),
+                   TimeRemainingColumn())
+        with Progress(*columns, console=console) as bar:
             task = bar.add_task(what, total=None)
             return run(lambda done, total: bar.update(task, completed=done, total=total))
     except OSError as err:
@@ -54,7 +58,9 @@ def _run_file(path: Path, what: str, run: Callable[[Callable[[int, int], None]],
 
 
 def _report(title: str, rows: list[tuple[str, int]], rejected: tuple[Any, ...]) -> None:
-    table = Table(title=title, show_header=False)
+    """A summary table, then every rejected line with its number and reason."""
+    console.print(title)
+    table = Table(show_header=False)
     for label, count in rows:
         table.add_row(label, str(count))
     table.add_row("rejected lines", str(len(rejected)))
@@ -86,9 +92,9 @@ def load_cmd(
     from indexer.writer.store import load_file
 
     ddb, table = _dynamodb()
-    summary = _run_file(file, "loading", lambda progress: load_file(
+    summary = _run_file(file, mailbox, "loading", lambda progress: load_file(
         ddb, table, file, mailbox, progress, atomic=not bulk))
-    _report(f"{file.name} → {table} ({mailbox})",
+    _report(f"{file} → table {table}, mailbox {mailbox!r}",
             [("stored", summary.stored), ("already present", summary.already_present)],
             summary.rejected)
 
@@ -121,9 +127,9 @@ def rewrite_message_cmd(
     from indexer.writer.store import rewrite_file
 
     ddb, table = _dynamodb()
-    summary = _run_file(file, "rewriting", lambda progress: rewrite_file(
+    summary = _run_file(file, mailbox, "rewriting", lambda progress: rewrite_file(
         ddb, table, file, mailbox, spec_version, progress))
-    _report(f"{file.name} → {table} ({mailbox})",
+    _report(f"{file} → table {table}, mailbox {mailbox!r}",
             [("rewritten", summary.stored), ("not stored", summary.already_present)],
             summary.rejected)
 

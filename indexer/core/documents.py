@@ -101,7 +101,10 @@ def search_document(state: MessageState) -> dict[str, Any] | None:
         "thread_id": _str(msg.get("thread_id")),
         "subject": _str(msg.get("subject")),
         "clean": _str(body.get("clean")),
-        "from": {"address": _str(msg.get("from_email")) or None, "name": _str(msg.get("from_name"))},
+        "from": {
+            "address": _str(msg.get("from_email")) or None,
+            "name": _str(msg.get("from_name")),
+        },
         "to": _addresses(people, "to"),
         "to_names": _names(people, "to"),
         "cc": _addresses(people, "cc"),

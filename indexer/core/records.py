@@ -88,7 +88,7 @@ def decode_record(raw: object) -> StreamRecord:
     if not isinstance(ddb, Mapping):
         raise RecordError("stream record has no 'dynamodb' object")
     try:
-        event = EventName(raw.get("eventName"))
+        event = EventName(str(raw.get("eventName")))
     except ValueError as exc:
         raise RecordError(f"unknown eventName {str(raw.get('eventName'))[:20]!r}") from exc
     keys = decode_item(ddb.get("Keys"), "Keys")

@@ -76,7 +76,9 @@ class Ingestor:
         if len(self._plan.fulltext) >= self._limit:
             self.flush()
 
-    def feed_all(self, items: Iterable[RawRecord], progress: Callable[[int], None] | None = None) -> None:
+    def feed_all(
+        self, items: Iterable[RawRecord], progress: Callable[[int], None] | None = None
+    ) -> None:
         for item in items:
             self.feed(item)
             if progress is not None:
@@ -89,9 +91,13 @@ class Ingestor:
             return
         messages = [r.to_json() for r in sorted(plan.fulltext)]
         participants = [p.to_json() for p in sorted(plan.participants)]
-        batch.results.append(self._send("fulltext", {"messages": messages, "participants": participants}))
+        batch.results.append(
+            self._send("fulltext", {"messages": messages, "participants": participants})
+        )
         if plan.vectors:
-            batch.results.append(self._send("vectors", {"messages": [r.to_json() for r in sorted(plan.vectors)]}))
+            batch.results.append(
+                self._send("vectors", {"messages": [r.to_json() for r in sorted(plan.vectors)]})
+            )
         self._sent.append(batch)
         self.summary.batches += 1
         self._plan, self._batch = Plan(), _Batch()

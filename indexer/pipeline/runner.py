@@ -54,24 +54,48 @@ def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) 
     if role == "vectors" and settings.qdrant_embedded:
         concurrency = 1  # the embedded store admits a single owner process
     return [
-        sys.executable, "-m", "celery", "-A", "indexer.pipeline.celery_app", "worker",
-        "-Q", queue, "-c", str(concurrency), "-P", "prefork", "-l", loglevel,
-        "-n", f"{role}-{uuid.uuid4().hex[:6]}@%h", "--without-gossip", "--without-mingle",
-        "-O", "fair",
+        sys.executable,
+        "-m",
+        "celery",
+        "-A",
+        "indexer.pipeline.celery_app",
+        "worker",
+        "-Q",
+        queue,
+        "-c",
+        str(concurrency),
+        "-P",
+        "prefork",
+        "-l",
+        loglevel,
+        "-n",
+        f"{role}-{uuid.uuid4().hex[:6]}@%h",
+        "--without-gossip",
+        "--without-mingle",
+        "-O",
+        "fair",
     ]
 
 
 def spawn_workers(
-    settings: Settings, roles: tuple[str, ...], concurrency: int, loglevel: str = "INFO",
-    *, own_session: bool = False, log: IO[bytes] | None = None,
+    settings: Settings,
+    roles: tuple[str, ...],
+    concurrency: int,
+    loglevel: str = "INFO",
+    *,
+    own_session: bool = False,
+    log: IO[bytes] | None = None,
 ) -> list[subprocess.Popen[bytes]]:
     """One Celery worker process per role; ``own_session`` puts each in its own process group,
     ``log`` receives their output (default: inherited)."""
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
     return [
         subprocess.Popen(
-            worker_argv(settings, role, concurrency, loglevel), env=env,
-            start_new_session=own_session, stdout=log, stderr=log,
+            worker_argv(settings, role, concurrency, loglevel),
+            env=env,
+            start_new_session=own_session,
+            stdout=log,
+            stderr=log,
         )
         for role in roles
     ]

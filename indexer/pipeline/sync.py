@@ -119,11 +119,16 @@ class _VectorWriter:
         self.sink.delete([r for r in targets if r not in present])
         existing = self.sink.existing_payloads(list(present))
         stale = {
-            r: t for r, t in present.items()
+            r: t
+            for r, t in present.items()
             if existing.get(r, {}).get("content_hash") != t.payload["content_hash"]
         }
         self.sink.set_payloads(
-            {r: t.payload for r, t in present.items() if r not in stale and existing[r] != t.payload}
+            {
+                r: t.payload
+                for r, t in present.items()
+                if r not in stale and existing[r] != t.payload
+            }
         )
         vectors = self._vectors({t.payload["content_hash"]: str(t.text) for t in stale.values()})
         self.sink.upsert(
@@ -136,7 +141,9 @@ class _VectorWriter:
         found = self.sink.cached_vectors(list(texts))
         missing = [h for h in texts if h not in found]
         if missing:
-            fresh = dict(zip(missing, self.embedder.embed([texts[h] for h in missing]), strict=True))
+            fresh = dict(
+                zip(missing, self.embedder.embed([texts[h] for h in missing]), strict=True)
+            )
             self.sink.remember(fresh)
             self.outcome.embedded += len(fresh)
             found.update(fresh)

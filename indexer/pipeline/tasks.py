@@ -40,8 +40,12 @@ def _finish(
 ) -> dict[str, Any]:
     dlq = deps.dead_letters(get_settings())
     for ref, reason in outcome.poison.items():
-        dlq.add(stage=stage, reason=reason, payload=_task_payload_of(ref, payload),
-                mailbox_id=ref.mailbox_id)
+        dlq.add(
+            stage=stage,
+            reason=reason,
+            payload=_task_payload_of(ref, payload),
+            mailbox_id=ref.mailbox_id,
+        )
     return {
         "stage": stage,
         "applied": len(outcome.applied),
@@ -51,7 +55,9 @@ def _finish(
     }
 
 
-def _run(task: Task, stage: str, payload: dict[str, Any], work: Callable[[], Outcome]) -> dict[str, Any]:
+def _run(
+    task: Task, stage: str, payload: dict[str, Any], work: Callable[[], Outcome]
+) -> dict[str, Any]:
     refs = _refs(payload)
     settings = get_settings()
     try:
@@ -60,7 +66,9 @@ def _run(task: Task, stage: str, payload: dict[str, Any], work: Callable[[], Out
         transient = isinstance(exc, TransientError)
         if task.request.retries < settings.max_retries:
             delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
-            log.warning("%s batch failed (%s), retry in %.1fs: %s", stage, type(exc).__name__, delay, exc)
+            log.warning(
+                "%s batch failed (%s), retry in %.1fs: %s", stage, type(exc).__name__, delay, exc
+            )
             raise task.retry(exc=exc, countdown=delay) from exc
         kind = "transient" if transient else "unexpected"
         reason = f"gave up after {task.request.retries} retries ({kind}): {exc}"
@@ -72,15 +80,28 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages (and participant items) into the full-text index."""
     settings = get_settings()
     participants = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
-    return _run(self, "fulltext", payload, lambda: sync_fulltext(
-        deps.store(settings), deps.fulltext_index(settings), _refs(payload), participants
-    ))
+    return _run(
+        self,
+        "fulltext",
+        payload,
+        lambda: sync_fulltext(
+            deps.store(settings), deps.fulltext_index(settings), _refs(payload), participants
+        ),
+    )
 
 
 @app.task(bind=True, name="sidecar.vectors", acks_late=True, reject_on_worker_lost=True)
 def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages into the vector index (embedding only unseen text)."""
     settings = get_settings()
-    return _run(self, "vectors", payload, lambda: sync_vectors(
-        deps.store(settings), deps.vector_index(settings), deps.embedder(settings), _refs(payload)
-    ))
+    return _run(
+        self,
+        "vectors",
+        payload,
+        lambda: sync_vectors(
+            deps.store(settings),
+            deps.vector_index(settings),
+            deps.embedder(settings),
+            _refs(payload),
+        ),
+    )

@@ -81,7 +81,7 @@ def patch() -> None:
         def deepcopy(value: Any, memo: Any = None) -> Any:
             return value if isinstance(value, Table) else copy.deepcopy(value, memo)
 
-    models.copy = _NoTableCopy  # type: ignore[assignment]
+    models.copy = _NoTableCopy  # type: ignore[attr-defined,assignment]
     original: Callable[[Any, list[dict[str, Any]]], None]
     original = models.DynamoDBBackend.transact_write_items
 
