@@ -83,7 +83,11 @@ def _neighbours(settings: Settings, mailbox: str) -> None:
     source = points[0]
     subjects = deps.fulltext_index(settings)
     hits = index.client.query_points(
-        index.alias, query=cast(list[float], source.vector), query_filter=only, limit=4, with_payload=True
+        index.alias,
+        query=cast(list[float], source.vector),
+        query_filter=only,
+        limit=4,
+        with_payload=True,
     ).points
     console.print(
         f"[bold]nearest neighbours[/bold] of {_subject(subjects, mailbox, source.payload)!r}:"
