@@ -16,9 +16,10 @@ A transaction holds at most 100 items: Message, Body, pointer and summary always
 as many participant/reference items as fit; the rest follow at once as BatchWriteItem puts (or
 deletes), which are idempotent.
 
-``load_file(..., atomic=False)`` is a bulk mode for emulators: moto 5.2.5 deep-copies the whole
-table (stream records included) for every operation of a TransactWriteItems, so the atomic path
-slows down quadratically (a 4,000-message load takes hours). Bulk mode skips messages whose
+``load_file(..., atomic=False)`` is a bulk mode for big loads: stock moto 5.2.5 deep-copies the
+whole table (stream records included) for every operation of a TransactWriteItems, so there the
+atomic path slows down quadratically (the stack's ``indexer.stack.moto_server`` avoids that,
+but bulk is still several times faster). Bulk mode skips messages whose
 META pointer exists, batch-writes Message, Body, participants and references, then the pointer
 (the commit marker), and finally recomputes each touched summary from its Message items. It is
 idempotent and rerunning a crashed load repairs it, but not atomic: readers can briefly see a
@@ -63,7 +64,6 @@ _RETRY_REASONS = frozenset({
     "None", "ConditionalCheckFailed", "TransactionConflict", "ThrottlingError",
     "ProvisionedThroughputExceeded", "RequestLimitExceeded",
 })
-_REFRESH_RETRY = _TRANSIENT | {"ConditionalCheckFailedException"}
 _SER, _DESER = TypeSerializer(), TypeDeserializer()
 _THREAD_GUARD = (
     "message_count = :c0 AND first_ts = :f0 AND last_ts = :l0 AND last_message_key = :k0"
@@ -119,11 +119,6 @@ def create_table(client: Any, table: str) -> bool:
     return created
 
 
-def _cancel_reasons(err: ClientError) -> list[str]:
-    reasons = err.response.get("CancellationReasons") or []
-    return [str(r.get("Code", "None")) for r in reasons]
-
-
 def _transact(client: Any, build: Callable[[], list[Op]], identity: int) -> bool:
     """Run the transaction ``build()`` returns, rebuilding it after races and transient errors.
 
@@ -133,10 +128,13 @@ def _transact(client: Any, build: Callable[[], list[Op]], identity: int) -> bool
     """
     for attempt in range(_ATTEMPTS):
         try:
-            client.transact_write_items(TransactItems=build())
+            ops = build()
+            if ops:
+                client.transact_write_items(TransactItems=ops)
             return True
         except ClientError as err:
-            code, reasons = err.response["Error"]["Code"], _cancel_reasons(err)
+            code = err.response["Error"]["Code"]
+            reasons = [str(r.get("Code")) for r in err.response.get("CancellationReasons", [])]
             if "ConditionalCheckFailed" in reasons[:identity]:
                 return False
             if code == "TransactionCanceledException":
@@ -306,20 +304,12 @@ def _recompute_op(
 
 def refresh_thread(client: Any, table: str, mailbox_id: str, thread_key: str) -> None:
     """Recompute one thread summary from its Message items (bulk loads, repairs)."""
-    for attempt in range(_ATTEMPTS):
+
+    def build() -> list[Op]:
         op = _recompute_op(client, table, mailbox_id, thread_key)
-        if op is None:
-            return
-        kind, args = next(iter(op.items()))
-        call = {"Put": client.put_item, "Update": client.update_item, "Delete": client.delete_item}
-        try:
-            call[kind](**args)
-            return
-        except ClientError as err:
-            if err.response["Error"]["Code"] not in _REFRESH_RETRY:
-                raise
-        _backoff(attempt)
-    raise WriterError(f"thread {thread_key} still changing after {_ATTEMPTS} attempts")
+        return [op] if op else []
+
+    _transact(client, build, identity=0)
 
 
 def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) -> bool:
@@ -461,8 +451,8 @@ def rewrite_file(
     def edit(email: Any) -> Any:
         if spec_version is None or not isinstance(email, dict):
             return email
-        processing = email.get("processing")
-        processing = dict(processing) if isinstance(processing, dict) else {}
+        raw = email.get("processing")
+        processing = raw if isinstance(raw, dict) else {}
         return {**email, "processing": {**processing, "specVersion": spec_version}}
 
     done, missing, rejected = _apply_file(

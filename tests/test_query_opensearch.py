@@ -1,0 +1,406 @@
+"""Parsed queries to OpenSearch bodies: field mapping, mailbox isolation, no injectable DSL."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from search_api.query import (
+    QueryError,
+    Term,
+    build_query,
+    build_search_body,
+    collapse_spec,
+    highlight_spec,
+    parse,
+)
+
+MB = "mbx-1"
+KEY = "ab" * 32
+MAILBOX_TERM = {"term": {"mailbox_id": MB}}
+ALLOWED_LEAVES = {
+    "multi_match",
+    "match",
+    "match_phrase",
+    "match_phrase_prefix",
+    "match_bool_prefix",
+    "term",
+    "prefix",
+    "range",
+    "bool",
+}
+TEXT = ["subject^3", "clean", "subject.exact^3", "clean.exact"]
+EXACT = ["subject.exact^3", "clean.exact"]
+
+
+def walk(value: Any) -> Iterator[tuple[str, Any]]:
+    """Every (key, value) pair of a nested JSON structure."""
+    if isinstance(value, dict):
+        for key, child in value.items():
+            yield key, child
+            yield from walk(child)
+    elif isinstance(value, list):
+        for child in value:
+            yield from walk(child)
+
+
+def query_types(clause: dict[str, Any]) -> Iterator[str]:
+    """The query type of every clause in a bool tree."""
+    ((kind, body),) = clause.items()
+    yield kind
+    if kind == "bool":
+        for occur in ("must", "should", "filter", "must_not"):
+            for child in body.get(occur, []):
+                yield from query_types(child)
+
+
+def assert_safe(query: dict[str, Any], mailbox_id: str = MB) -> None:
+    json.dumps(query)
+    assert set(query) == {"bool"}
+    assert query["bool"]["filter"][0] == {"term": {"mailbox_id": mailbox_id}}
+    assert not set(query["bool"]) - {"filter", "must", "must_not"}
+    keys = {key for key, _ in walk(query)}
+    assert not keys & {
+        "query_string",
+        "simple_query_string",
+        "script",
+        "script_score",
+        "wrapper",
+        "match_all",
+        "regexp",
+        "wildcard",
+        "fuzzy",
+    }
+    assert set(query_types(query)) <= ALLOWED_LEAVES
+
+
+def q(text: str) -> dict[str, Any]:
+    """build_query of ``text``, checked for isolation and safety (every test goes through it)."""
+    query = build_query(parse(text), MB)
+    assert_safe(query)
+    return query
+
+
+def only(text: str) -> dict[str, Any]:
+    """The single clause a one-leaf query puts next to the mailbox filter."""
+    body = q(text)["bool"]
+    assert "must_not" not in body
+    clauses = body["filter"][1:] + body.get("must", [])
+    assert len(clauses) == 1
+    return clauses[0]  # type: ignore[no-any-return]
+
+
+def any_of(*clauses: dict[str, Any]) -> dict[str, Any]:
+    return {"bool": {"should": list(clauses), "minimum_should_match": 1}}
+
+
+# --- leaves -------------------------------------------------------------------------------
+
+
+def test_free_term_queries_stemmed_and_exact_fields_with_and() -> None:
+    assert only("Meetings") == {
+        "multi_match": {
+            "query": "Meetings",
+            "type": "best_fields",
+            "fields": TEXT,
+            "operator": "and",
+        }
+    }
+
+
+def test_phrase_queries_exact_fields() -> None:
+    assert only('"Release Notes"') == {
+        "multi_match": {"query": "Release Notes", "type": "phrase", "fields": EXACT}
+    }
+    assert only('"release no"*') == {
+        "multi_match": {"query": "release no", "type": "phrase_prefix", "fields": EXACT}
+    }
+
+
+def test_prefix_term_is_a_lowercased_bool_prefix_on_exact_fields() -> None:
+    assert only("FreeB*") == {
+        "multi_match": {"query": "freeb", "type": "bool_prefix", "fields": EXACT, "operator": "and"}
+    }
+
+
+def test_from_matches_address_parts_or_name() -> None:
+    assert only("from:KeithP@keithp.com") == any_of(
+        {"term": {"from.address": {"value": "keithp@keithp.com"}}},
+        {"match_phrase": {"from.address.parts": {"query": "KeithP@keithp.com"}}},
+        {"match": {"from.name": {"query": "KeithP@keithp.com", "operator": "and"}}},
+    )
+
+
+@pytest.mark.parametrize(
+    ("op", "keyword", "names"), [("to", "to", "to_names"), ("cc", "cc", "cc_names")]
+)
+def test_to_and_cc_use_their_fields(op: str, keyword: str, names: str) -> None:
+    assert only(f"{op}:keithp.com") == any_of(
+        {"term": {keyword: {"value": "keithp.com"}}},
+        {"match_phrase": {f"{keyword}.parts": {"query": "keithp.com"}}},
+        {"match": {names: {"query": "keithp.com", "operator": "and"}}},
+    )
+
+
+def test_address_phrase_and_prefixes() -> None:
+    assert only('from:"Keith Packard"') == any_of(
+        {"term": {"from.address": {"value": "keith packard"}}},
+        {"match_phrase": {"from.address.parts": {"query": "Keith Packard"}}},
+        {"match_phrase": {"from.name": {"query": "Keith Packard"}}},
+    )
+    assert only("from:Mik*") == any_of(
+        {"prefix": {"from.address": {"value": "mik"}}},
+        {"match_bool_prefix": {"from.address.parts": {"query": "mik", "operator": "and"}}},
+        {"match_bool_prefix": {"from.name": {"query": "mik", "operator": "and"}}},
+    )
+    assert only('cc:"Keith P"*') == any_of(
+        {"prefix": {"cc": {"value": "keith p"}}},
+        {"match_bool_prefix": {"cc.parts": {"query": "keith p", "operator": "and"}}},
+        {"match_phrase_prefix": {"cc_names": {"query": "Keith P"}}},
+    )
+
+
+def test_subject_variants() -> None:
+    assert only("subject:Meeting") == {
+        "match": {"subject": {"query": "Meeting", "operator": "and"}}
+    }
+    assert only('subject:"weekly sync"') == {
+        "match_phrase": {"subject.exact": {"query": "weekly sync"}}
+    }
+    assert only("subject:FreeB*") == {
+        "match_bool_prefix": {"subject.exact": {"query": "freeb", "operator": "and"}}
+    }
+    assert only('subject:"free b"*') == {
+        "match_phrase_prefix": {"subject.exact": {"query": "free b"}}
+    }
+
+
+def test_structured_operators_are_filters() -> None:
+    assert only(f"thread:{KEY.upper()}") == {"term": {"thread_key": {"value": KEY}}}
+    assert only("has:attachment") == {"range": {"attachment_count": {"gte": 1}}}
+    assert only("after:2024/01/31") == {
+        "range": {"ts": {"gte": 1706659200, "format": "epoch_second"}}
+    }
+    assert only("before:2024-01-31") == {
+        "range": {"ts": {"lt": 1706745600, "format": "epoch_second"}}
+    }
+
+
+# --- boolean structure --------------------------------------------------------------------
+
+
+def test_top_level_and_splits_into_must_filter_must_not() -> None:
+    query = q(f"budget -draft thread:{KEY} after:2024-01-31")
+    bool_ = query["bool"]
+    assert bool_["filter"] == [
+        MAILBOX_TERM,
+        {"term": {"thread_key": {"value": KEY}}},
+        {"range": {"ts": {"gte": 1706659200, "format": "epoch_second"}}},
+    ]
+    assert [c["multi_match"]["query"] for c in bool_["must"]] == ["budget"]
+    assert [c["multi_match"]["query"] for c in bool_["must_not"]] == ["draft"]
+
+
+def test_precedence_reaches_the_engine() -> None:
+    bool_ = q("a b OR c")["bool"]
+    assert bool_["must"][0]["multi_match"]["query"] == "a"
+    should = bool_["must"][1]["bool"]["should"]
+    assert [c["multi_match"]["query"] for c in should] == ["b", "c"]
+    assert bool_["must"][1]["bool"]["minimum_should_match"] == 1
+
+
+def test_nested_negation_and_groups() -> None:
+    clause = only("a OR -(b c)")
+    first, second = clause["bool"]["should"]
+    assert first["multi_match"]["query"] == "a"
+    inner = second["bool"]["must_not"][0]["bool"]["must"]
+    assert [c["multi_match"]["query"] for c in inner] == ["b", "c"]
+
+
+def test_pure_negation_keeps_the_mailbox_filter() -> None:
+    assert q("-spam") == {
+        "bool": {
+            "filter": [MAILBOX_TERM],
+            "must_not": [
+                {
+                    "multi_match": {
+                        "query": "spam",
+                        "type": "best_fields",
+                        "fields": TEXT,
+                        "operator": "and",
+                    }
+                }
+            ],
+        }
+    }
+
+
+def test_missing_mailbox_is_refused() -> None:
+    with pytest.raises(ValueError):
+        build_query(Term("a"), "")
+
+
+# --- hostile input ------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "*:*",
+        '{"query":{"match_all":{}}}',
+        "mailbox_id:other",
+        "accentué 😀",
+        "a\u0000b",
+        'mailbox_id:"x" OR "y"',
+        "_source:* OR *",
+        "script:doc",
+        "query_string:x",
+    ],
+)
+def test_hostile_text_stays_a_leaf_value(text: str) -> None:
+    query = q(text)
+    assert query["bool"]["filter"] == [MAILBOX_TERM]  # nothing filters by the user's "mailbox"
+    assert all(isinstance(v, str) for k, v in walk(query) if k == "query")
+
+
+@pytest.mark.parametrize("text", ["*:*", "mailbox_id:other", "foo:bar", "_id:1", "{query:{}}"])
+def test_operator_lookalikes_are_searched_as_text(text: str) -> None:
+    assert only(text) == {
+        "multi_match": {"query": text, "type": "best_fields", "fields": TEXT, "operator": "and"}
+    }
+
+
+def test_hostile_mailbox_id_is_only_a_term_value() -> None:
+    hostile = '"} OR {"match_all": {}}'
+    assert_safe(build_query(parse("a"), hostile), hostile)
+
+
+@pytest.mark.parametrize("text", [") OR (", "a" * 2000, "\u0000"])
+def test_unparseable_hostile_text_is_a_query_error(text: str) -> None:
+    with pytest.raises(QueryError):
+        parse(text)
+
+
+# --- request body -------------------------------------------------------------------------
+
+
+def test_relevance_body() -> None:
+    body = build_search_body(parse("budget"), MB, size=20, sort_by_date=False, search_after=None)
+    assert_safe(body["query"])
+    assert body["size"] == 20
+    assert body["sort"] == [
+        {"_score": {"order": "desc"}},
+        {"ts": {"order": "desc", "missing": "_last"}},
+        {"message_key": {"order": "asc"}},
+    ]
+    assert body["track_total_hits"] == 1000
+    assert body["highlight"] == highlight_spec()
+    assert "search_after" not in body and "collapse" not in body and "from" not in body
+    assert "_source" not in body
+
+
+def test_date_body_with_cursor() -> None:
+    body = build_search_body(
+        parse("a"), MB, size=5, sort_by_date=True, search_after=[1706659200000, "k1"]
+    )
+    assert body["sort"] == [
+        {"ts": {"order": "desc", "missing": "_last"}},
+        {"message_key": {"order": "asc"}},
+    ]
+    assert body["search_after"] == [1706659200000, "k1"]
+    json.dumps(body)
+
+
+def test_sort_is_not_shared_between_bodies() -> None:
+    first = build_search_body(parse("a"), MB, size=5, sort_by_date=True)
+    first["sort"][0]["ts"]["order"] = "asc"
+    assert (
+        build_search_body(parse("a"), MB, size=5, sort_by_date=True)["sort"][0]["ts"]["order"]
+        == "desc"
+    )
+
+
+def test_collapsed_body_pages_with_offset() -> None:
+    body = build_search_body(
+        parse("a"), MB, size=10, sort_by_date=False, collapse_threads=True, offset=20
+    )
+    assert body["collapse"] == collapse_spec()
+    assert body["collapse"]["field"] == "thread_key"
+    assert body["collapse"]["inner_hits"]["name"] == "thread_hits"
+    assert body["from"] == 20
+
+
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        {"size": 0},
+        {"size": 101},
+        {"size": 10, "search_after": [1, "k"]},  # relevance sort needs 3 values
+        {"size": 10, "search_after": [1, 2, "k"], "collapse_threads": True},
+        {"size": 10, "search_after": [1, 2, "k"], "offset": 10},
+        {"size": 10, "offset": 9995},
+        {"size": 10, "offset": -1},
+    ],
+)
+def test_bad_pages_are_refused(kwargs: dict[str, Any]) -> None:
+    with pytest.raises(ValueError):
+        build_search_body(parse("a"), MB, sort_by_date=False, **kwargs)
+
+
+def test_highlight_spec() -> None:
+    spec = highlight_spec()
+    assert spec["encoder"] == "html"
+    assert set(spec["fields"]) == {"subject", "clean"}
+    assert spec["fragment_size"] == 150 and spec["number_of_fragments"] == 2
+
+
+# --- properties ---------------------------------------------------------------------------
+
+WORDS = st.sampled_from(
+    [
+        "a",
+        "Mik*",
+        '"x y"',
+        "OR",
+        "AND",
+        "-",
+        "(",
+        ")",
+        "from:",
+        "to:a@b.c",
+        "cc:x",
+        "subject:",
+        "thread:" + KEY,
+        "after:2024-01-31",
+        "before:2024/02/01",
+        "has:attachment",
+        "*:*",
+        "mailbox_id:x",
+        "{",
+        "}",
+        '"',
+        "é",
+        "😀",
+        "\u0000",
+        "query_string",
+        "script",
+    ]
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.text(max_size=300), st.lists(WORDS, max_size=40).map(" ".join)))
+def test_every_parsed_query_is_confined_and_safe(text: str) -> None:
+    try:
+        node = parse(text)
+    except QueryError:
+        return
+    assert_safe(build_query(node, MB))
+    body = build_search_body(node, MB, size=10, sort_by_date=False, collapse_threads=True)
+    json.dumps(body)
+    assert body["query"]["bool"]["filter"][0] == MAILBOX_TERM
