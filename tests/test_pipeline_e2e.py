@@ -16,7 +16,7 @@ from indexer.core.documents import text_hash
 from indexer.pipeline import deps
 from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
-from indexer.writer.store import load_file
+from indexer.writer.files import load_file
 from tests.conftest import CORPORA
 from tests.pipeline_helpers import (
     export_stream,

@@ -11,7 +11,7 @@ import pytest
 from indexer.pipeline.runner import ingestor
 from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
-from indexer.writer.store import load_file
+from indexer.writer.files import load_file
 from tests.conftest import CORPORA
 from tests.pipeline_helpers import (
     export_stream,

@@ -11,13 +11,13 @@ import pytest
 
 from indexer.writer.mapping import (
     ITEM_BUDGET_BYTES,
-    InvalidEmail,
     ThreadUpdate,
     item_size,
     thread_after_insert,
     thread_summary,
     to_items,
 )
+from indexer.writer.parse import InvalidEmail
 
 # sha256 hex of the ids below, computed once with `sha256sum` and pasted.
 MK = "15518b10f6c5d78571e376bba50af9a8d7a8204f7f7b906a64941ef2e568e85b"  # m1@example.com

@@ -21,17 +21,9 @@ from conftest import CORPORA
 
 from indexer.adapters.aws import client
 from indexer.settings import Settings
+from indexer.writer.files import LoadSummary, Rejected, load_file, rewrite_file
 from indexer.writer.mapping import sha256_hex, to_items
-from indexer.writer.store import (
-    LoadSummary,
-    Rejected,
-    create_table,
-    delete_message,
-    load_file,
-    rewrite_file,
-    rewrite_message,
-    store_message,
-)
+from indexer.writer.store import create_table, delete_message, rewrite_message, store_message
 
 pytestmark = pytest.mark.stack
 

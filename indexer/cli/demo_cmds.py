@@ -118,7 +118,8 @@ def demo(
     from indexer.pipeline import deps
     from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
     from indexer.pipeline.sources import read_sources
-    from indexer.writer.store import create_table, load_file
+    from indexer.writer.files import load_file
+    from indexer.writer.store import create_table
 
     settings = get_settings()
     ddb = aws.client(settings, "dynamodb")

@@ -41,7 +41,7 @@ def _run_file(
     path: Path, mailbox: str, what: str, run: Callable[[Callable[[int, int], None]], Any]
 ) -> Any:
     """Run a whole-file command under a progress bar; a bad mailbox or unreadable file exits 2."""
-    from indexer.writer.mapping import InvalidEmail, validate_mailbox_id
+    from indexer.writer.parse import InvalidEmail, validate_mailbox_id
 
     try:
         validate_mailbox_id(mailbox)
@@ -89,7 +89,7 @@ def load_cmd(
         "--bulk", help="Skip transactions (fast on moto; idempotent, not atomic).")] = False,
 ) -> None:
     """Store every email of FILE; malformed lines are listed and skipped."""
-    from indexer.writer.store import load_file
+    from indexer.writer.files import load_file
 
     ddb, table = _dynamodb()
     summary = _run_file(file, mailbox, "loading", lambda progress: load_file(
@@ -104,7 +104,7 @@ def delete_message_cmd(
     message_id: Annotated[str, typer.Option("--message-id", help="The Message-ID to delete.")],
 ) -> None:
     """Delete one message: every item, and fix its thread summary."""
-    from indexer.writer.mapping import InvalidEmail
+    from indexer.writer.parse import InvalidEmail
     from indexer.writer.store import delete_message
 
     ddb, table = _dynamodb()
@@ -124,7 +124,7 @@ def rewrite_message_cmd(
         "--spec-version", help="Override processing.specVersion of every email.")] = None,
 ) -> None:
     """Rewrite the Message and Body of each email of FILE in place (the stream shows MODIFY)."""
-    from indexer.writer.store import rewrite_file
+    from indexer.writer.files import rewrite_file
 
     ddb, table = _dynamodb()
     summary = _run_file(file, mailbox, "rewriting", lambda progress: rewrite_file(

@@ -20,20 +20,26 @@ Choices where the sources leave room:
 from __future__ import annotations
 
 import hashlib
-import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from indexer.writer.parse import (
+    InvalidEmail,
+    addresses,
+    as_list,
+    as_object,
+    email_ids,
+    opt_str,
+    parse_iso,
+    sort_ts,
+    validate_mailbox_id,
+    x_fields,
+)
+
 ITEM_BUDGET_BYTES = 400_000  # DynamoDB allows 409,600; keep headroom for its size accounting.
 _MAX_PK_BYTES, _MAX_SK_BYTES = 2048, 1024
-_MAX_TS = 10**12 - 1  # ts12 must stay 12 digits for string order to match time order.
-ROLES = ("from", "to", "cc", "bcc")
-
-
-class InvalidEmail(ValueError):
-    """The input cannot be stored; the message says which field and why."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -90,120 +96,24 @@ def message_pk(mailbox_id: str, message_key: str) -> str:
     return f"M#{mailbox_id}#MSG#{message_key}"  # Body and META pointer
 
 
-def validate_mailbox_id(mailbox_id: object) -> str:
-    """The mailbox id goes raw into keys, so ``#`` (the separator) and control chars are refused."""
-    if not isinstance(mailbox_id, str) or not mailbox_id:
-        raise InvalidEmail("mailbox id must be a non-empty string")
-    if "#" in mailbox_id:
-        raise InvalidEmail("mailbox id must not contain '#'")
-    if not mailbox_id.isprintable():
-        raise InvalidEmail("mailbox id must contain printable characters only")
-    return mailbox_id
-
-
-def _obj(value: object, where: str) -> Mapping[str, Any]:
-    if value is None:
-        return {}
-    if not isinstance(value, Mapping):
-        raise InvalidEmail(f"{where} must be an object")
-    return value
-
-
-def _str(value: object, where: str) -> str | None:
-    if value is None or isinstance(value, str):
-        return value
-    raise InvalidEmail(f"{where} must be a string or null")
-
-
-def _list(value: object, where: str) -> list[Any]:
-    if value is None:
-        return []
-    if not isinstance(value, list):
-        raise InvalidEmail(f"{where} must be a list")
-    return value
-
-
-def _parse_iso(value: str, where: str) -> datetime:
-    try:
-        parsed = datetime.fromisoformat(value)
-    except ValueError:
-        raise InvalidEmail(f"{where} is not an ISO-8601 date: {value[:40]!r}") from None
-    return parsed if parsed.tzinfo else parsed.replace(tzinfo=UTC)
-
-
-def _sort_ts(metadata: Mapping[str, Any], processed_at: str | None) -> int:
-    """``metadata.timestamp``, else ``processedAt`` in epoch seconds (Appendix C.2)."""
-    raw = metadata.get("timestamp")
-    if isinstance(raw, bool) or not (raw is None or isinstance(raw, int | float)):
-        raise InvalidEmail("metadata.timestamp must be a number or null")
-    if raw is None:
-        if processed_at is None:
-            raise InvalidEmail("no metadata.timestamp and no processing.processedAt to sort by")
-        raw = _parse_iso(processed_at, "processing.processedAt").timestamp()
-    if raw != raw or not 0 <= raw <= _MAX_TS:  # NaN or outside what ts12 can hold
-        raise InvalidEmail(f"timestamp {raw!r} is outside 0..{_MAX_TS}")
-    return int(raw)
-
-
-def _addresses(metadata: Mapping[str, Any]) -> list[tuple[str, str, str | None]]:
-    """(role, lowercased email, name) per from/to/cc/bcc entry; unique per (email, role)."""
-    found: list[tuple[str, str, str | None]] = []
-    seen: set[tuple[str, str]] = set()
-    for role in ROLES:
-        raw = metadata.get(role)
-        entries = [raw] if role == "from" else _list(raw, f"metadata.{role}")
-        for i, entry in enumerate(entries):
-            where = f"metadata.{role}" + ("" if role == "from" else f"[{i}]")
-            addr = _obj(entry, where)
-            email = (_str(addr.get("email"), f"{where}.email") or "").strip().lower()
-            name = _str(addr.get("name"), f"{where}.name")
-            if email and (email, role) not in seen:
-                seen.add((email, role))
-                found.append((role, email, name))
-    return found
-
-
-def _x_fields(email: Mapping[str, Any]) -> str | None:
-    """Top-level extension fields (``x_*`` as in to-rows.mjs, or ``x-*``) as sorted JSON."""
-    extra = {k: v for k, v in email.items() if k[:2].lower() in ("x_", "x-")}
-    if not extra:
-        return None
-    try:
-        return json.dumps(extra, sort_keys=True, ensure_ascii=False, separators=(",", ":"))
-    except (TypeError, ValueError) as err:
-        raise InvalidEmail(f"extension fields are not JSON: {err}") from None
-
-
-def _ids(email: object) -> tuple[Mapping[str, Any], str, str]:
-    if not isinstance(email, Mapping):
-        raise InvalidEmail("a NormalizedEmail must be a JSON object")
-    ids = []
-    for field in ("messageId", "threadId"):
-        value = email.get(field)
-        if not isinstance(value, str) or not value:
-            raise InvalidEmail(f"{field} is required and must be a non-empty string")
-        ids.append(value)
-    return email, ids[0], ids[1]
-
-
 def _message(
     email: Mapping[str, Any], mailbox_id: str, ts: int, forai_max_chars: int, now: datetime
 ) -> dict[str, Any]:
     """The hot row (store-items.md, "Message"); keys are added by :func:`to_items`."""
-    meta = _obj(email.get("metadata"), "metadata")
-    content = _obj(email.get("content"), "content")
-    processing = _obj(email.get("processing"), "processing")
-    sender = _obj(meta.get("from"), "metadata.from")
-    attachments = _list(email.get("attachments"), "attachments")
+    meta = as_object(email.get("metadata"), "metadata")
+    content = as_object(email.get("content"), "content")
+    processing = as_object(email.get("processing"), "processing")
+    sender = as_object(meta.get("from"), "metadata.from")
+    attachments = as_list(email.get("attachments"), "attachments")
     if not all(isinstance(a, Mapping) for a in attachments):
         raise InvalidEmail("attachments must be a list of objects")
-    date = _str(meta.get("date"), "metadata.date")
+    date = opt_str(meta.get("date"), "metadata.date")
     if date is not None:
-        _parse_iso(date, "metadata.date")
-    raw_full = _str(content.get("rawFull"), "content.rawFull")
-    cold = raw_full is not None or _str(content.get("html"), "content.html") is not None
-    forai = _str(content.get("forAI"), "content.forAI")
-    processed_at = _str(processing.get("processedAt"), "processing.processedAt")
+        parse_iso(date, "metadata.date")
+    raw_full = opt_str(content.get("rawFull"), "content.rawFull")
+    cold = raw_full is not None or opt_str(content.get("html"), "content.html") is not None
+    forai = opt_str(content.get("forAI"), "content.forAI")
+    processed_at = opt_str(processing.get("processedAt"), "processing.processedAt")
     fallback = processing.get("cleanFallback")
     if fallback is not None and not isinstance(fallback, bool):
         raise InvalidEmail("processing.cleanFallback must be a boolean or null")
@@ -212,19 +122,21 @@ def _message(
         "mailbox_id": mailbox_id, "message_key": mk, "message_id": email["messageId"],
         "thread_key": sha256_hex(email["threadId"]), "thread_id": email["threadId"],
         "ts": ts, "date": date,
-        "from_email": (_str(sender.get("email"), "metadata.from.email") or "").strip().lower(),
-        "from_name": _str(sender.get("name"), "metadata.from.name"),
-        "subject": _str(meta.get("subject"), "metadata.subject"),
-        "in_reply_to": _str(_obj(email.get("thread"), "thread").get("inReplyTo"),
-                            "thread.inReplyTo"),
+        "from_email": (opt_str(sender.get("email"), "metadata.from.email") or "").strip().lower(),
+        "from_name": opt_str(sender.get("name"), "metadata.from.name"),
+        "subject": opt_str(meta.get("subject"), "metadata.subject"),
+        "in_reply_to": opt_str(as_object(email.get("thread"), "thread").get("inReplyTo"),
+                               "thread.inReplyTo"),
         "forai": None if forai is None else forai[:forai_max_chars],
         "attachment_count": len(attachments),
         "size_bytes": None if raw_full is None else len(raw_full.encode("utf-8")),
         "clean_fallback": 1 if fallback else 0,
-        "spec_version": _str(processing.get("specVersion"), "processing.specVersion") or "unknown",
+        "spec_version": (
+            opt_str(processing.get("specVersion"), "processing.specVersion") or "unknown"
+        ),
         "processed_at": processed_at or now.strftime("%Y-%m-%dT%H:%M:%SZ"),
         "blob_prefix": f"aecs/{sha256_hex(mailbox_id)}/{mk}/" if cold or attachments else None,
-        "x_fields": _x_fields(email),
+        "x_fields": x_fields(email),
     }
 
 
@@ -249,8 +161,8 @@ def _cut(value: str, max_bytes: int) -> str:
 
 def _body(mailbox_id: str, message_key: str, content: Mapping[str, Any]) -> dict[str, Any]:
     """The warm row; shrinks ``text`` then ``clean`` to fit the item limit (module docstring)."""
-    text = _str(content.get("text"), "content.text")
-    clean = _str(content.get("clean"), "content.clean")
+    text = opt_str(content.get("text"), "content.text")
+    clean = opt_str(content.get("clean"), "content.clean")
     body: dict[str, Any] = {"mailbox_id": mailbox_id, "message_key": message_key}
     keys = {"PK": message_pk(mailbox_id, message_key), "SK": "BODY", "body_truncated": 1}
     budget = ITEM_BUDGET_BYTES - item_size({**body, **keys, "text": "", "clean": ""})
@@ -294,22 +206,22 @@ def _build(
     email: Mapping[str, Any], mailbox_id: str, forai_max_chars: int, now: datetime
 ) -> MessageItems:
     mailbox = validate_mailbox_id(mailbox_id)
-    email, message_id, thread_id = _ids(email)
-    meta = _obj(email.get("metadata"), "metadata")
-    processing = _obj(email.get("processing"), "processing")
-    ts = _sort_ts(meta, _str(processing.get("processedAt"), "processing.processedAt"))
+    email, message_id, thread_id = email_ids(email)
+    meta = as_object(email.get("metadata"), "metadata")
+    processing = as_object(email.get("processing"), "processing")
+    ts = sort_ts(meta, opt_str(processing.get("processedAt"), "processing.processedAt"))
     row = _message(email, mailbox, ts, forai_max_chars, now)
     mk, tk = row["message_key"], row["thread_key"]
     message = {"PK": thread_pk(mailbox, tk), "SK": message_sk(ts, mk), **row,
                "GSI1PK": f"M#{mailbox}", "GSI1SK": f"{ts12(ts)}#{mk}"}
-    content = _obj(email.get("content"), "content")
+    content = as_object(email.get("content"), "content")
     body = {"PK": message_pk(mailbox, mk), "SK": "BODY", **_body(mailbox, mk, content)}
     pointer = {"PK": message_pk(mailbox, mk), "SK": "META", "thread_key": tk, "ts": ts}
     participants = [
         {"PK": f"M#{mailbox}#A#{addr}", "SK": f"{ts12(ts)}#{mk}#{role}", "thread_key": tk,
          "subject": row["subject"], "mailbox_id": mailbox, "message_key": mk, "role": role,
          "email": addr, "name": name, "ts": ts}
-        for role, addr, name in _addresses(meta)
+        for role, addr, name in addresses(meta)
     ]
     references = _references(email, mailbox, mk, message_id, ts)
     _check_size([message, body, pointer, *participants, *references])
@@ -321,9 +233,9 @@ def _references(
     email: Mapping[str, Any], mailbox: str, mk: str, message_id: str, ts: int
 ) -> list[dict[str, Any]]:
     """One row per distinct References entry (first position wins; empty entries skipped)."""
-    thread = _obj(email.get("thread"), "thread")
+    thread = as_object(email.get("thread"), "thread")
     rows: dict[str, dict[str, Any]] = {}
-    for position, ref in enumerate(_list(thread.get("references"), "thread.references")):
+    for position, ref in enumerate(as_list(thread.get("references"), "thread.references")):
         if not isinstance(ref, str):
             raise InvalidEmail(f"thread.references[{position}] must be a string")
         ref_key = sha256_hex(ref)
