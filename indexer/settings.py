@@ -57,6 +57,15 @@ class Settings(BaseSettings):
     # API.
     api_host: str = "127.0.0.1"
     api_port: int = 8080
+    api_tokens: str | None = Field(
+        default=None,
+        description="JSON object: hex SHA-256 of a bearer token -> list of readable mailbox ids.",
+    )
+    api_tokens_file: Path | None = Field(default=None, description="A file holding that JSON.")
+    env: str = Field(default="prod", description="'dev' enables the documented dev token.")
+    dev_mailboxes: tuple[str, ...] = Field(
+        default=("demo@example.com",), description="Mailboxes the dev token may read."
+    )
 
     @property
     def resolved_state_table(self) -> str:

@@ -195,3 +195,10 @@ class DynamoStore:
             if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
                 raise
         self._client.get_waiter("table_exists").wait(TableName=self._state)
+
+    def describe(self) -> None:
+        """Readiness probe: the mail table answers."""
+        try:
+            self._client.describe_table(TableName=self._table)
+        except (ClientError, BotoCoreError) as exc:
+            raise classify_error(exc) from exc

@@ -55,11 +55,11 @@ class VectorIndex:
         self.cache = f"{prefix}-{model_slug}-cache"
         self.dim = dim
         # The embedded store is not thread-safe; a server client is, and the lock is cheap.
-        self._lock = threading.RLock()
+        self.lock = threading.RLock()
 
     def _do(self, fn: Any, /, **kwargs: Any) -> Any:
         try:
-            with self._lock:
+            with self.lock:
                 return fn(**kwargs)
         except Exception as exc:
             if _transient(exc):
@@ -160,3 +160,26 @@ class VectorIndex:
                 points_selector=models.PointIdsList(points=ids),
                 wait=True,
             )
+
+    def query(self, vector: Sequence[float], flt: models.Filter, limit: int) -> list[Any]:
+        """Nearest points under a filter, best first, with payloads."""
+        result = self._do(
+            self.client.query_points,
+            collection_name=self.alias,
+            query=list(vector),
+            query_filter=flt,
+            limit=limit,
+            with_payload=True,
+        )
+        return list(result.points)
+
+    def point(self, ref: MessageRef) -> Any | None:
+        """One message's point with its stored vector, or None."""
+        points = self._do(
+            self.client.retrieve,
+            collection_name=self.alias,
+            ids=[point_id(ref)],
+            with_payload=True,
+            with_vectors=True,
+        )
+        return points[0] if points else None

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import typer
 
-from indexer.cli import pipeline_cmds
+from indexer.cli import api_cmds, demo_cmds, pipeline_cmds, stack_cmds, writer_cmds
 
 app = typer.Typer(
     name="sidecar",
@@ -13,14 +13,7 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-pipeline_cmds.register(app)
-for name in ("stack_cmds", "writer_cmds", "demo_cmds"):
-    try:
-        module = __import__(f"indexer.cli.{name}", fromlist=["register"])
-    except ModuleNotFoundError as exc:  # pragma: no cover - only while modules are being added
-        if exc.name != f"indexer.cli.{name}":
-            raise
-        continue
+for module in (stack_cmds, writer_cmds, pipeline_cmds, api_cmds, demo_cmds):
     module.register(app)
 
 if __name__ == "__main__":

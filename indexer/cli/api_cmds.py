@@ -1,0 +1,32 @@
+"""CLI: ``sidecar serve``."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+import typer
+
+from indexer.settings import get_settings
+
+
+def serve(
+    host: Annotated[str | None, typer.Option(help="Default: SIDECAR_API_HOST (127.0.0.1).")] = None,
+    port: Annotated[int | None, typer.Option(help="Default: SIDECAR_API_PORT (8080).")] = None,
+    vectors_consumer: Annotated[
+        bool, typer.Option(help="Embedded Qdrant only: also consume the vectors queue.")
+    ] = True,
+) -> None:
+    """Serve the search API (OpenAPI at /openapi.json)."""
+    from search_api.serve import serve as run
+
+    settings = get_settings()
+    run(
+        settings,
+        host or settings.api_host,
+        port or settings.api_port,
+        vectors_consumer=vectors_consumer,
+    )
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(serve)

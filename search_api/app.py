@@ -1,0 +1,97 @@
+"""FastAPI application: routes are thin; errors are mapped to HTTP in one place."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+from fastapi import FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+
+from indexer.settings import Settings, get_settings
+from search_api.auth import TokenTable
+from search_api.backends import Backends, BackendUnavailable
+from search_api.cursor import CursorError
+from search_api.query import QueryError
+from search_api.routes import router
+
+log = logging.getLogger("search_api")
+
+DESCRIPTION = """Search one mailbox at a time (Bearer token; each token may read a set of
+mailboxes). `q` syntax: free terms (all must match), `"exact phrase"`, `OR` (binds tighter
+than the implicit AND: `a b OR c` = `a AND (b OR c)`), `-term` / `-op:value` negation,
+parentheses, `from:` / `to:` / `cc:` (address, local part, domain or a display-name word),
+`subject:` (word or `"phrase"`), `thread:<thread_key>`, `after:` / `before:` (`2024-01-31` or
+`2024/01/31`, whole UTC days, inclusive), `has:attachment`, and `prefix*` (also `from:Mik*`).
+Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
+`(outage OR incident) after:2024/03/01 has:attachment`."""
+
+
+def create_app(settings: Settings | None = None) -> FastAPI:
+    settings = settings or get_settings()
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        app.state.backends = Backends(settings)
+        app.state.tokens = TokenTable.from_settings(settings)
+        yield
+
+    app = FastAPI(
+        title="mail-search-sidecar", version="1", description=DESCRIPTION, lifespan=lifespan
+    )
+    app.include_router(router)
+    _errors(app)
+    app.middleware("http")(_access_log)
+    return app
+
+
+def _errors(app: FastAPI) -> None:
+    @app.exception_handler(QueryError)
+    async def bad_query(_: Request, exc: QueryError) -> JSONResponse:
+        return JSONResponse({"detail": exc.message, "position": exc.position}, status_code=400)
+
+    @app.exception_handler(CursorError)
+    async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:
+        return JSONResponse({"detail": str(exc)}, status_code=400)
+
+    @app.exception_handler(RequestValidationError)
+    async def bad_params(_: Request, exc: RequestValidationError) -> JSONResponse:
+        errors = [{"loc": e.get("loc"), "msg": e.get("msg")} for e in exc.errors()]
+        return JSONResponse({"detail": "invalid parameters", "errors": errors}, status_code=400)
+
+    @app.exception_handler(BackendUnavailable)
+    async def unavailable(_: Request, exc: BackendUnavailable) -> JSONResponse:
+        return JSONResponse(
+            {"detail": f"{exc.component} is unavailable"},
+            status_code=503,
+            headers={"Retry-After": "5"},
+        )
+
+    @app.exception_handler(Exception)
+    async def unexpected(request: Request, exc: Exception) -> JSONResponse:
+        log.exception("unhandled error on %s", request.url.path)
+        return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+async def _access_log(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """One line per request: route, status, latency, result count — never the token."""
+    started = time.perf_counter()
+    response = await call_next(request)
+    route = getattr(request.scope.get("route"), "path", request.url.path)
+    log.info(
+        "request",
+        extra={
+            "method": request.method,
+            "route": route,
+            "status": response.status_code,
+            "latency_ms": round((time.perf_counter() - started) * 1000, 1),
+            "results": getattr(request.state, "results", None),
+            "mode": request.query_params.get("mode"),
+        },
+    )
+    return response

@@ -1,0 +1,64 @@
+"""The API's adapters, built once per process (FastAPI lifespan) from settings.
+
+In embedded-Qdrant mode the API process is also the vectors consumer (see
+``search_api.serve``), so the vector index here and the one the vectors task uses are the
+same object: ``indexer.pipeline.deps`` caches one per settings.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from functools import cached_property
+from typing import Any
+
+from indexer.adapters.dynamo import DynamoStore
+from indexer.adapters.embedder import Embedder
+from indexer.adapters.opensearch import OpenSearchIndex
+from indexer.adapters.qdrant import VectorIndex
+from indexer.core.plan import MessageRef
+from indexer.pipeline import deps
+from indexer.settings import Settings
+
+
+class BackendUnavailable(RuntimeError):
+    """An engine did not answer: the API says 503 with Retry-After, naming the component."""
+
+    def __init__(self, component: str, detail: str = "") -> None:
+        super().__init__(f"{component} unavailable {detail}".strip())
+        self.component = component
+
+
+@dataclass
+class Backends:
+    settings: Settings
+
+    @cached_property
+    def opensearch(self) -> OpenSearchIndex:
+        return deps.fulltext_index(self.settings)
+
+    @cached_property
+    def vectors(self) -> VectorIndex:
+        return deps.vector_index(self.settings)
+
+    @cached_property
+    def embedder(self) -> Embedder:
+        return deps.embedder(self.settings)
+
+    @cached_property
+    def store(self) -> DynamoStore:
+        return deps.store(self.settings)
+
+    @cached_property
+    def _send(self) -> Callable[[str, dict[str, Any]], Any]:
+        from indexer.pipeline.runner import celery_send
+
+        return celery_send(self.settings)
+
+    def repair(self, refs: Iterable[MessageRef]) -> None:
+        """Enqueue the normal pipeline for messages whose hot row is gone: the sync reads the
+        table, finds them missing and deletes them from both indexes."""
+        payload = {"messages": [r.to_json() for r in refs], "participants": []}
+        if payload["messages"]:
+            self._send("fulltext", payload)
+            self._send("vectors", payload)

@@ -1,0 +1,183 @@
+"""HTTP routes: authorise, parse, call the service, shape the response."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+
+from indexer.core.errors import TransientError
+from indexer.core.items import pointer_pk
+from indexer.core.plan import MessageRef
+from search_api import cursor as cursors
+from search_api import service
+from search_api.backends import Backends, BackendUnavailable
+from search_api.query import MAX_QUERY_LENGTH, VectorFilter, parse
+from search_api.vector_search import own_point
+from search_api.vector_search import search as vector_search
+
+router = APIRouter()
+_HEX64 = re.compile(r"[0-9a-f]{64}")
+
+
+def backends(request: Request) -> Backends:
+    found: Backends = request.app.state.backends
+    return found
+
+
+def authorized_mailbox(
+    mailbox_id: str, request: Request, authorization: Annotated[str | None, Header()] = None
+) -> str:
+    """401 without a known bearer token; 403 for a mailbox outside its set (exists or not)."""
+    scheme, _, token = (authorization or "").partition(" ")
+    allowed = (
+        request.app.state.tokens.mailboxes(token) if scheme.lower() == "bearer" and token else None
+    )
+    if allowed is None:
+        raise HTTPException(401, "missing or invalid bearer token", {"WWW-Authenticate": "Bearer"})
+    if mailbox_id not in allowed:
+        raise HTTPException(403, "this token may not read that mailbox")
+    return mailbox_id
+
+
+BackendsDep = Annotated[Backends, Depends(backends)]
+Mailbox = Annotated[str, Depends(authorized_mailbox)]
+
+
+@router.get("/healthz")
+def healthz() -> dict[str, str]:
+    return {"status": "ok"}
+
+
+@router.get("/readyz")
+def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
+    checks: dict[str, Callable[[], object]] = {
+        "opensearch": lambda: b.opensearch.client.info(),
+        "qdrant": lambda: b.vectors.client.get_collections(),
+        "dynamodb": lambda: b.store.describe(),
+    }
+    failing = []
+    for name, check in checks.items():
+        try:
+            check()
+        except Exception:
+            failing.append(name)
+    if failing:
+        response.status_code = 503
+        response.headers["Retry-After"] = "5"
+    return {"ready": not failing, "failing": failing}
+
+
+@router.get("/v1/mailboxes/{mailbox_id}/search")
+def search(
+    request: Request,
+    mailbox: Mailbox,
+    b: BackendsDep,
+    q: Annotated[str, Query(min_length=1)],
+    mode: Literal["fulltext", "semantic", "hybrid"] = "fulltext",
+    limit: Annotated[int, Query(ge=1, le=100)] = 20,
+    cursor: str | None = None,
+    collapse: Literal["thread"] | None = None,
+    sort: Literal["relevance", "date"] = "relevance",
+) -> dict[str, Any]:
+    """Full-text, semantic or hybrid (RRF, k = 60) search of one mailbox; see the syntax above."""
+    if len(q) > MAX_QUERY_LENGTH:
+        raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
+    node = parse(q)
+    request_id = cursors.fingerprint(mailbox, q, mode, collapse, sort)
+    position = cursors.decode(cursor, request_id) if cursor else {}
+    if mode == "fulltext" and collapse is None:
+        hits = service.fulltext(
+            b,
+            mailbox,
+            node,
+            size=limit + 1,
+            by_date=sort == "date",
+            collapse=False,
+            search_after=position.get("a"),
+            offset=0,
+        )
+        page, more = hits[:limit], len(hits) > limit
+        next_position: dict[str, Any] | None = {"a": page[-1].sort} if more and page else None
+    else:
+        offset = int(position.get("o", 0))
+        candidates = _candidates(b, mailbox, node, mode, collapse, sort, offset, limit)
+        page, more = candidates[:limit], len(candidates) > limit
+        next_position = {"o": offset + limit} if more else None
+    joined = service.join_rows(b, mailbox, page)
+    request.state.results = len(joined)
+    return {
+        "hits": [service.render(c, row, mode) for c, row in joined],
+        "next_cursor": cursors.encode(request_id, next_position) if next_position else None,
+    }
+
+
+def _candidates(
+    b: Backends,
+    mailbox: str,
+    node: Any,
+    mode: str,
+    collapse: str | None,
+    sort: str,
+    offset: int,
+    limit: int,
+) -> list[service.Candidate]:
+    """The ranked list from ``offset`` on (at most ``limit + 1``), for offset-paged modes."""
+    if mode == "fulltext":
+        return service.fulltext(
+            b,
+            mailbox,
+            node,
+            size=limit + 1,
+            by_date=sort == "date",
+            collapse=True,
+            search_after=None,
+            offset=offset,
+        )
+    ranked = (
+        service.semantic(b, mailbox, node)
+        if mode == "semantic"
+        else service.hybrid(b, mailbox, node)
+    )
+    if collapse:
+        ranked = service.collapse_threads(ranked)
+    if sort == "date":
+        ranked.sort(key=lambda c: (-c.ts, c.message_key))
+    return ranked[offset : offset + limit + 1]
+
+
+@router.get("/v1/mailboxes/{mailbox_id}/messages/{message_key}/similar")
+def similar(
+    request: Request,
+    mailbox: Mailbox,
+    b: BackendsDep,
+    message_key: str,
+    limit: Annotated[int, Query(ge=1, le=100)] = 10,
+    exclude_thread: bool = True,
+) -> dict[str, Any]:
+    """Messages nearest to this one's stored vector (not re-embedded), never itself, and by
+    default never its own thread."""
+    if not _HEX64.fullmatch(message_key) or not _stored(b, mailbox, message_key):
+        raise HTTPException(404, "no such message in this mailbox")
+    point = own_point(b, MessageRef(mailbox, message_key))
+    if point is None:  # stored, but without forai: nothing to compare with
+        return {"hits": []}
+    thread = str((point.payload or {}).get("thread_key"))
+    flt = VectorFilter(
+        mailbox,
+        exclude_message_keys=(message_key,),
+        exclude_thread_keys=(thread,) if exclude_thread else (),
+    )
+    points = vector_search(b, list(point.vector), flt, limit)
+    joined = service.join_rows(b, mailbox, [service.from_point(p) for p in points])
+    request.state.results = len(joined)
+    return {"hits": [service.render(c, row, "semantic") for c, row in joined]}
+
+
+def _stored(b: Backends, mailbox: str, message_key: str) -> bool:
+    try:
+        return bool(b.store.get_items([(pointer_pk(mailbox, message_key), "META")]))
+    except TransientError as exc:
+        raise BackendUnavailable("dynamodb", str(exc)) from exc

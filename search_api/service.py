@@ -1,0 +1,200 @@
+"""Search orchestration: engine candidates → page → join to hot rows (with repair).
+
+Paging: full-text (without collapse) pages with OpenSearch ``search_after`` — stable, no
+deep offsets. Semantic, hybrid and thread-collapsed results page through a bounded candidate
+list (``DEPTH``) by offset; the cursor says where, and the list is recomputed
+deterministically per request.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from opensearchpy.exceptions import NotFoundError
+
+from indexer.core.errors import TransientError
+from indexer.core.items import message_pk, message_sk
+from indexer.core.plan import MessageRef
+from search_api.backends import Backends, BackendUnavailable
+from search_api.query import Node, build_search_body, free_text, rrf, vector_filter
+from search_api.vector_search import search as vector_search
+
+DEPTH = 200  # candidates per engine for semantic / hybrid / collapsed pages
+RRF_K = 60
+ROW_FIELDS = (
+    "message_id",
+    "thread_id",
+    "subject",
+    "date",
+    "ts",
+    "forai",
+    "attachment_count",
+    "size_bytes",
+    "spec_version",
+    "in_reply_to",
+    "clean_fallback",
+)
+
+
+@dataclass
+class Candidate:
+    message_key: str
+    thread_key: str
+    ts: int
+    score: float
+    highlights: dict[str, list[str]] | None = None
+    thread_hits: int | None = None
+    sort: list[Any] = field(default_factory=list)
+
+
+def _os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    index = backends.opensearch
+    try:
+        result = index.client.search(index=index.alias, body=body, routing=mailbox)
+    except NotFoundError:
+        return []
+    except Exception as exc:
+        from indexer.adapters.opensearch import is_transient
+
+        if is_transient(exc):
+            raise BackendUnavailable("opensearch", str(exc)) from exc
+        raise
+    return list(result["hits"]["hits"])
+
+
+def _from_hit(hit: dict[str, Any]) -> Candidate:
+    src = hit["_source"]
+    inner = hit.get("inner_hits", {}).get("thread_hits", {}).get("hits", {}).get("total", {})
+    return Candidate(
+        message_key=src["message_key"],
+        thread_key=src["thread_key"],
+        ts=int(src["ts"]),
+        score=float(hit.get("_score") or 0.0),
+        highlights=hit.get("highlight") or {},
+        thread_hits=inner.get("value"),
+        sort=list(hit.get("sort", [])),
+    )
+
+
+def fulltext(
+    backends: Backends,
+    mailbox: str,
+    node: Node,
+    *,
+    size: int,
+    by_date: bool,
+    collapse: bool,
+    search_after: list[Any] | None,
+    offset: int,
+) -> list[Candidate]:
+    body = build_search_body(
+        node,
+        mailbox,
+        size=size,
+        sort_by_date=by_date,
+        search_after=search_after,
+        collapse_threads=collapse,
+        offset=offset,
+    )
+    return [_from_hit(h) for h in _os_search(backends, mailbox, body)]
+
+
+def _embed(backends: Backends, text: str) -> list[float]:
+    return backends.embedder.embed([text])[0]
+
+
+def semantic(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> list[Candidate]:
+    text = free_text(node)
+    if not text.strip():
+        return []
+    points = vector_search(backends, _embed(backends, text), vector_filter(node, mailbox), depth)
+    return [from_point(p) for p in points]
+
+
+def from_point(point: Any) -> Candidate:
+    payload = point.payload or {}
+    return Candidate(
+        str(payload["message_key"]),
+        str(payload["thread_key"]),
+        int(payload["ts"]),
+        float(point.score),
+    )
+
+
+def hybrid(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> list[Candidate]:
+    """Reciprocal rank fusion (k=60) of the full-text and semantic rankings on message_key."""
+    text_hits = fulltext(
+        backends,
+        mailbox,
+        node,
+        size=min(depth, 100),
+        by_date=False,
+        collapse=False,
+        search_after=None,
+        offset=0,
+    )
+    vector_hits = semantic(backends, mailbox, node, depth)
+    by_key = {c.message_key: c for c in vector_hits} | {c.message_key: c for c in text_hits}
+    fused = rrf([[c.message_key for c in text_hits], [c.message_key for c in vector_hits]], k=RRF_K)
+    return [_rescored(by_key[key], score) for key, score in fused]
+
+
+def _rescored(candidate: Candidate, score: float) -> Candidate:
+    candidate.score = score
+    return candidate
+
+
+def collapse_threads(candidates: list[Candidate]) -> list[Candidate]:
+    """Best-ranked candidate per thread, carrying the thread's number of hits."""
+    best: dict[str, Candidate] = {}
+    counts: dict[str, int] = {}
+    for c in candidates:
+        counts[c.thread_key] = counts.get(c.thread_key, 0) + 1
+        best.setdefault(c.thread_key, c)
+    for c in best.values():
+        c.thread_hits = counts[c.thread_key]
+    return list(best.values())
+
+
+def join_rows(
+    backends: Backends, mailbox: str, hits: list[Candidate]
+) -> list[tuple[Candidate, dict[str, Any]]]:
+    """Each hit with its hot Message row, rank order kept; vanished rows are dropped and their
+    messages repaired (deleted from both indexes through the normal pipeline)."""
+    keys = {
+        c.message_key: (message_pk(mailbox, c.thread_key), message_sk(c.ts, c.message_key))
+        for c in hits
+    }
+    try:
+        rows = backends.store.get_items(keys.values())
+    except TransientError as exc:
+        raise BackendUnavailable("dynamodb", str(exc)) from exc
+    joined = [(c, rows[keys[c.message_key]]) for c in hits if keys[c.message_key] in rows]
+    gone = [MessageRef(mailbox, c.message_key) for c in hits if keys[c.message_key] not in rows]
+    if gone:
+        backends.repair(gone)
+    return joined
+
+
+def render(candidate: Candidate, row: dict[str, Any], mode: str) -> dict[str, Any]:
+    """The API's hit: identity, score, highlights, and the hot row's fields (never bcc)."""
+    hit: dict[str, Any] = {
+        "message_key": candidate.message_key,
+        "thread_key": candidate.thread_key,
+        "score": candidate.score,
+        "from": {"email": row.get("from_email") or None, "name": row.get("from_name")},
+    }
+    for name in ROW_FIELDS:
+        value = row.get(name)
+        hit[name] = (
+            int(value)
+            if name in ("ts", "attachment_count", "size_bytes") and value is not None
+            else value
+        )
+    hit["clean_fallback"] = bool(hit["clean_fallback"])
+    if mode == "fulltext" or candidate.highlights:
+        hit["highlights"] = candidate.highlights or {}
+    if candidate.thread_hits is not None:
+        hit["thread_hits"] = candidate.thread_hits
+    return hit
