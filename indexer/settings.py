@@ -6,6 +6,7 @@ can coexist on one machine by exporting different variables.
 
 from __future__ import annotations
 
+import json
 from functools import lru_cache
 from pathlib import Path
 
@@ -94,7 +95,8 @@ def get_settings() -> Settings:
 def to_env(settings: Settings) -> dict[str, str]:
     """The ``SIDECAR_*`` variables that reproduce these settings in a child process."""
     env: dict[str, str] = {}
-    for name, value in settings.model_dump().items():
+    for name, value in settings.model_dump(mode="json").items():
         if value is not None:
-            env[f"SIDECAR_{name.upper()}"] = str(value)
+            text = json.dumps(value) if isinstance(value, list | dict) else str(value)
+            env[f"SIDECAR_{name.upper()}"] = text
     return env

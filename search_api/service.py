@@ -17,6 +17,7 @@ from indexer.core.errors import TransientError
 from indexer.core.items import message_pk, message_sk
 from indexer.core.plan import MessageRef
 from search_api.backends import Backends, BackendUnavailable
+from search_api.cursor import CursorError
 from search_api.query import Node, build_search_body, free_text, rrf, vector_filter
 from search_api.vector_search import search as vector_search
 
@@ -71,10 +72,22 @@ def _from_hit(hit: dict[str, Any]) -> Candidate:
         thread_key=src["thread_key"],
         ts=int(src["ts"]),
         score=float(hit.get("_score") or 0.0),
-        highlights=hit.get("highlight") or {},
+        highlights=_highlights(hit.get("highlight") or {}),
         thread_hits=inner.get("value"),
         sort=list(hit.get("sort", [])),
     )
+
+
+def _highlights(raw: dict[str, list[str]]) -> dict[str, list[str]]:
+    """One snippet list per field: the ``.exact`` variant when only it marks the match."""
+    merged: dict[str, list[str]] = {}
+    for name in ("subject", "clean"):
+        plain, exact = raw.get(name), raw.get(f"{name}.exact")
+        marked = [f for f in (plain, exact) if f and any("<mark>" in x for x in f)]
+        best = marked[0] if marked else plain or exact
+        if best:
+            merged[name] = best
+    return merged
 
 
 def fulltext(
@@ -88,15 +101,18 @@ def fulltext(
     search_after: list[Any] | None,
     offset: int,
 ) -> list[Candidate]:
-    body = build_search_body(
-        node,
-        mailbox,
-        size=size,
-        sort_by_date=by_date,
-        search_after=search_after,
-        collapse_threads=collapse,
-        offset=offset,
-    )
+    try:
+        body = build_search_body(
+            node,
+            mailbox,
+            size=size,
+            sort_by_date=by_date,
+            search_after=search_after,
+            collapse_threads=collapse,
+            offset=offset,
+        )
+    except ValueError as exc:  # a page the engine would refuse (forged or stale cursor)
+        raise CursorError(str(exc)) from exc
     return [_from_hit(h) for h in _os_search(backends, mailbox, body)]
 
 

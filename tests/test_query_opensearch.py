@@ -339,7 +339,7 @@ def test_collapsed_body_pages_with_offset() -> None:
     "kwargs",
     [
         {"size": 0},
-        {"size": 101},
+        {"size": 1001},
         {"size": 10, "search_after": [1, "k"]},  # relevance sort needs 3 values
         {"size": 10, "search_after": [1, 2, "k"], "collapse_threads": True},
         {"size": 10, "search_after": [1, 2, "k"], "offset": 10},
@@ -355,7 +355,7 @@ def test_bad_pages_are_refused(kwargs: dict[str, Any]) -> None:
 def test_highlight_spec() -> None:
     spec = highlight_spec()
     assert spec["encoder"] == "html"
-    assert set(spec["fields"]) == {"subject", "clean"}
+    assert set(spec["fields"]) == {"subject", "clean", "subject.exact", "clean.exact"}
     assert spec["fragment_size"] == 150 and spec["number_of_fragments"] == 2
 
 

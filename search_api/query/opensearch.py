@@ -41,7 +41,7 @@ Query = dict[str, Any]
 MAILBOX_FIELD = "mailbox_id"
 # Counting every hit costs a full pass; "1000+" is all a mail client shows anyway.
 TOTAL_HITS_CAP = 1000
-MAX_PAGE_SIZE = 100
+MAX_PAGE_SIZE = 1000  # engine page; the API caps `limit` at 100 and asks for one more
 # OpenSearch's default index.max_result_window: from + size beyond it is rejected.
 MAX_RESULT_WINDOW = 10_000
 
@@ -193,7 +193,8 @@ def highlight_spec() -> Query:
     their terms must still mark up ``subject``/``clean``. The whole (short) subject comes
     back marked up; the body gives two ~150-char fragments, or its opening when only
     another field matched. Known gap: a quoted phrase of inflected words is matched on the
-    unstemmed sub-fields and may go unmarked in the stemmed text.
+    unstemmed sub-fields and may go unmarked in the stemmed text, so the ``.exact``
+    sub-fields are highlighted too; the API keeps, per field, the variant that marks a match.
     """
     return {
         "encoder": "html",
@@ -202,7 +203,12 @@ def highlight_spec() -> Query:
         "require_field_match": False,
         "fragment_size": 150,
         "number_of_fragments": 2,
-        "fields": {"subject": {"number_of_fragments": 0}, "clean": {"no_match_size": 150}},
+        "fields": {
+            "subject": {"number_of_fragments": 0},
+            "clean": {"no_match_size": 150},
+            "subject.exact": {"number_of_fragments": 0},
+            "clean.exact": {},
+        },
     }
 
 
