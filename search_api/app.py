@@ -38,6 +38,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         app.state.backends = Backends(settings)
         app.state.tokens = TokenTable.from_settings(settings)
         yield
+        app.state.backends.close()
 
     app = FastAPI(
         title="mail-search-sidecar", version="1", description=DESCRIPTION, lifespan=lifespan

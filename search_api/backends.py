@@ -16,6 +16,7 @@ from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import VectorIndex
+from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.settings import Settings
@@ -33,13 +34,26 @@ class BackendUnavailable(RuntimeError):
 class Backends:
     settings: Settings
 
-    @cached_property
+    @property
     def opensearch(self) -> OpenSearchIndex:
-        return deps.fulltext_index(self.settings)
+        try:
+            return deps.fulltext_index(self.settings)  # cached once it could be built
+        except TransientError as exc:
+            raise BackendUnavailable("opensearch", str(exc)) from exc
 
-    @cached_property
+    @property
     def vectors(self) -> VectorIndex:
-        return deps.vector_index(self.settings)
+        try:
+            index = deps.vector_index(self.settings)
+        except TransientError as exc:
+            raise BackendUnavailable("qdrant", str(exc)) from exc
+        self._opened_vectors = True
+        return index
+
+    def close(self) -> None:
+        """Release the embedded store's lock at shutdown (if this process opened it)."""
+        if getattr(self, "_opened_vectors", False):
+            deps.vector_index(self.settings).client.close()
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -9,10 +9,12 @@ uvicorn in a second thread, both using the same cached Qdrant client; run
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import uvicorn
 
+from indexer.logs import configure
 from indexer.settings import Settings
 from search_api.app import create_app
 
@@ -25,6 +27,7 @@ def _server(settings: Settings, host: str, port: int) -> uvicorn.Server:
 
 
 def serve(settings: Settings, host: str, port: int, *, vectors_consumer: bool) -> None:
+    configure(logging.INFO, "search_api")
     server = _server(settings, host, port)
     if not (settings.qdrant_embedded and vectors_consumer):
         server.run()

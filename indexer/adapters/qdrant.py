@@ -25,12 +25,22 @@ from indexer.settings import Settings
 _CACHE_NAMESPACE = uuid.UUID("0d3e2c9a-8c51-4a8f-b3f4-6d2f3c7e9b10")
 
 
+class StoreBusyError(RuntimeError):
+    """The embedded store admits one owner process, and another one has it."""
+
+
 def build_client(settings: Settings) -> QdrantClient:
     """A server client when ``qdrant_url`` is set, else the embedded store (takes its lock)."""
     if settings.qdrant_url:
         return QdrantClient(url=settings.qdrant_url, timeout=30)
     settings.qdrant_path.mkdir(parents=True, exist_ok=True)
-    return QdrantClient(path=str(settings.qdrant_path))
+    try:
+        return QdrantClient(path=str(settings.qdrant_path))
+    except RuntimeError as exc:  # the store's exclusive lock is held
+        raise StoreBusyError(
+            f"the embedded Qdrant store {settings.qdrant_path} is owned by another process "
+            "(a running `sidecar serve` or vectors worker?); stop it, or use SIDECAR_QDRANT_URL"
+        ) from exc
 
 
 def _transient(exc: Exception) -> bool:

@@ -111,8 +111,9 @@ def demo(
         str, typer.Option(help="Mailbox id to load the sample into.")
     ] = "demo@example.com",
     file: Annotated[Path, typer.Option(help="NormalizedEmail JSON lines.")] = SAMPLE,
+    serve: Annotated[bool, typer.Option(help="End by serving the API (Ctrl-C stops).")] = True,
 ) -> None:
-    """Load a sample mailbox, index it through real workers, and query both engines."""
+    """Load a sample mailbox, index it through real workers, query both engines, serve the API."""
     from indexer.adapters import aws
     from indexer.adapters.streams import export_records
     from indexer.pipeline import deps
@@ -149,7 +150,11 @@ def demo(
     )
     _fulltext(settings, mailbox, ["release checklist", "outage database", "café recipe"])
     _neighbours(settings, mailbox)
-    deps.vector_index(settings).client.close()
+    deps.vector_index(settings).client.close()  # the API process becomes the store's owner
+    if serve:
+        from indexer.cli.demo_api import serve_and_show
+
+        serve_and_show(settings, mailbox)
 
 
 def register(app: typer.Typer) -> None:

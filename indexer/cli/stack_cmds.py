@@ -33,8 +33,13 @@ def _table(rows: list[manager.ComponentStatus]) -> Table:
         table.add_column(column, overflow="fold")
     for row in rows:
         style = _STATE_STYLE.get(row.state, "")
-        table.add_row(row.name, row.address, f"[{style}]{row.state}[/{style}]",
-                      str(row.pid or "-"), row.detail)
+        table.add_row(
+            row.name,
+            row.address,
+            f"[{style}]{row.state}[/{style}]",
+            str(row.pid or "-"),
+            row.detail,
+        )
     return table
 
 
@@ -51,7 +56,8 @@ def _up() -> None:
     except manager.StackError as exc:
         # Log tails are full of [brackets]: escape them, and never re-wrap log lines.
         Console(stderr=True, soft_wrap=True, highlight=False).print(
-            f"[red]stack up failed:[/red] {escape(str(exc))}")
+            f"[red]stack up failed:[/red] {escape(str(exc))}"
+        )
         raise typer.Exit(1) from exc
     console.print(_table(rows))
     console.print(f"ready in {time.monotonic() - began:.1f}s")
@@ -92,8 +98,9 @@ def _env() -> None:
 
 def register(app: typer.Typer) -> None:
     """Attach the ``stack`` command group to the main CLI."""
-    stack = typer.Typer(help="Run the local stack (OpenSearch, Redis, moto; Qdrant embedded).",
-                        no_args_is_help=True)
+    stack = typer.Typer(
+        help="Run the local stack (OpenSearch, Redis, moto; Qdrant embedded).", no_args_is_help=True
+    )
     stack.command("up")(_up)
     stack.command("down")(_down)
     stack.command("status")(_status)

@@ -46,8 +46,12 @@ def _run_file(
     try:
         validate_mailbox_id(mailbox)
         path.open("rb").close()
-        columns = (TextColumn(f"{what} {path.name}"), BarColumn(), DownloadColumn(),
-                   TimeRemainingColumn())
+        columns = (
+            TextColumn(f"{what} {path.name}"),
+            BarColumn(),
+            DownloadColumn(),
+            TimeRemainingColumn(),
+        )
         with Progress(*columns, console=console) as bar:
             task = bar.add_task(what, total=None)
             return run(lambda done, total: bar.update(task, completed=done, total=total))
@@ -85,18 +89,26 @@ def create_cmd() -> None:
 def load_cmd(
     file: FileArg,
     mailbox: MailboxOpt,
-    bulk: Annotated[bool, typer.Option(
-        "--bulk", help="Skip transactions (fast on moto; idempotent, not atomic).")] = False,
+    bulk: Annotated[
+        bool,
+        typer.Option("--bulk", help="Skip transactions (fast on moto; idempotent, not atomic)."),
+    ] = False,
 ) -> None:
     """Store every email of FILE; malformed lines are listed and skipped."""
     from indexer.writer.files import load_file
 
     ddb, table = _dynamodb()
-    summary = _run_file(file, mailbox, "loading", lambda progress: load_file(
-        ddb, table, file, mailbox, progress, atomic=not bulk))
-    _report(f"{file} → table {table}, mailbox {mailbox!r}",
-            [("stored", summary.stored), ("already present", summary.already_present)],
-            summary.rejected)
+    summary = _run_file(
+        file,
+        mailbox,
+        "loading",
+        lambda progress: load_file(ddb, table, file, mailbox, progress, atomic=not bulk),
+    )
+    _report(
+        f"{file} → table {table}, mailbox {mailbox!r}",
+        [("stored", summary.stored), ("already present", summary.already_present)],
+        summary.rejected,
+    )
 
 
 def delete_message_cmd(
@@ -120,18 +132,26 @@ def delete_message_cmd(
 def rewrite_message_cmd(
     file: FileArg,
     mailbox: MailboxOpt,
-    spec_version: Annotated[str | None, typer.Option(
-        "--spec-version", help="Override processing.specVersion of every email.")] = None,
+    spec_version: Annotated[
+        str | None,
+        typer.Option("--spec-version", help="Override processing.specVersion of every email."),
+    ] = None,
 ) -> None:
     """Rewrite the Message and Body of each email of FILE in place (the stream shows MODIFY)."""
     from indexer.writer.files import rewrite_file
 
     ddb, table = _dynamodb()
-    summary = _run_file(file, mailbox, "rewriting", lambda progress: rewrite_file(
-        ddb, table, file, mailbox, spec_version, progress))
-    _report(f"{file} → table {table}, mailbox {mailbox!r}",
-            [("rewritten", summary.stored), ("not stored", summary.already_present)],
-            summary.rejected)
+    summary = _run_file(
+        file,
+        mailbox,
+        "rewriting",
+        lambda progress: rewrite_file(ddb, table, file, mailbox, spec_version, progress),
+    )
+    _report(
+        f"{file} → table {table}, mailbox {mailbox!r}",
+        [("rewritten", summary.stored), ("not stored", summary.already_present)],
+        summary.rejected,
+    )
 
 
 def register(app: typer.Typer) -> None:
