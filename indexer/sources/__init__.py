@@ -1,0 +1,1 @@
+"""Record sources: the live stream tailer and export/scan backfills."""
