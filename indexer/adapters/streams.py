@@ -32,7 +32,8 @@ def _shards(streams: Any, arn: str) -> list[dict[str, Any]]:
         kwargs["ExclusiveStartShardId"] = last
 
 
-def _portable(record: dict[str, Any]) -> dict[str, Any]:
+def portable(record: dict[str, Any]) -> dict[str, Any]:
+    """A get_records record in the exported shape (epoch-second creation time)."""
     ddb = dict(record["dynamodb"])
     created = ddb.get("ApproximateCreationDateTime")
     if isinstance(created, datetime):
@@ -56,7 +57,7 @@ def iter_stream_records(streams: Any, arn: str) -> Iterator[dict[str, Any]]:
             page = streams.get_records(ShardIterator=iterator, Limit=1000)
             records = page.get("Records", [])
             for record in records:
-                yield _portable(record)
+                yield portable(record)
             if not records:
                 break
             iterator = page.get("NextShardIterator")

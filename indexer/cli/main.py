@@ -4,7 +4,15 @@ from __future__ import annotations
 
 import typer
 
-from indexer.cli import api_cmds, demo_cmds, pipeline_cmds, stack_cmds, writer_cmds
+from indexer.cli import (
+    api_cmds,
+    backfill_cmds,
+    demo_cmds,
+    pipeline_cmds,
+    stack_cmds,
+    tail_cmds,
+    writer_cmds,
+)
 
 app = typer.Typer(
     name="sidecar",
@@ -13,7 +21,15 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for module in (stack_cmds, writer_cmds, pipeline_cmds, api_cmds, demo_cmds):
+for module in (
+    stack_cmds,
+    writer_cmds,
+    pipeline_cmds,
+    tail_cmds,
+    backfill_cmds,
+    api_cmds,
+    demo_cmds,
+):
     module.register(app)
 
 if __name__ == "__main__":

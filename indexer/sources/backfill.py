@@ -1,0 +1,355 @@
+"""Backfill the indexes from a DynamoDB export in S3 or from a parallel Scan of the table.
+
+Both produce *trigger* records (see :mod:`indexer.sources.exports`): a record only names an
+item, and the worker re-reads the message from the table. So a backfill may run while the live
+stream is being ingested, from an export of any age: an old row can never overwrite a newer
+change nor resurrect a deleted message — it just causes one more (idempotent) re-read.
+
+Threads only read (S3 objects, Scan pages); one thread feeds Celery. Celery's Redis result
+consumer is a single pub/sub connection per process and is not thread-safe, so sending and
+waiting stay on the calling thread. Each data file / Scan page gets its own ``Ingestor``;
+up to ``2 * parallel`` of them may be in flight, and they are waited for in FIFO order — so
+when a unit is marked done in the sidecar's state table, it and every earlier unit of the same
+segment are applied (or dead-lettered). A restarted backfill skips done units:
+
+- export: ``PK=BACKFILL#<sha256(uri)>``, ``SK=<data file key>`` once all its batches are applied;
+- scan: ``PK=SCAN#<table>#<segments>``, ``SK=<segment>``, holding the segment's last applied
+  ``LastEvaluatedKey`` (``lek``) or ``done``. Resuming needs the same number of segments.
+
+``restart=True`` forgets the marks first.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+import queue
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any
+
+from rich.progress import Progress, TaskID
+
+from indexer.adapters import aws
+from indexer.core.errors import RecordError
+from indexer.pipeline import deps
+from indexer.pipeline.ingest import Ingestor, IngestSummary
+from indexer.pipeline.runner import ingestor
+from indexer.pipeline.sources import RawRecord
+from indexer.settings import Settings
+from indexer.sources.exports import (
+    DataFile,
+    ExportError,
+    export_rows,
+    item_trigger,
+    parse_manifest_files,
+    parse_summary,
+    summary_keys,
+)
+
+_COUNTED = ("read", "applied", "dead_lettered", "ignored", "batches", "embedded")
+
+
+@dataclass
+class BackfillSummary:
+    """Totals of one run; ``units`` are data files or scan segments, ``skipped`` were done."""
+
+    units: int = 0
+    skipped: int = 0
+    read: int = 0
+    applied: int = 0
+    dead_lettered: int = 0
+    ignored: int = 0
+    batches: int = 0
+    embedded: int = 0
+
+    def add(self, part: IngestSummary) -> None:
+        for name in _COUNTED:
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+
+
+class Checkpoints:
+    """Marks under one partition of the sidecar's state table (consistent reads)."""
+
+    def __init__(self, ddb: Any, table: str, pk: str) -> None:
+        self._ddb, self._table, self._pk = ddb, table, pk
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        found: dict[str, dict[str, Any]] = {}
+        pages = self._ddb.get_paginator("query").paginate(
+            TableName=self._table,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": self._pk}},
+            ConsistentRead=True,
+        )
+        for page in pages:
+            for item in page["Items"]:
+                found[item["SK"]["S"]] = item
+        return found
+
+    def put(self, sk: str, attrs: dict[str, Any]) -> None:
+        item = {"PK": {"S": self._pk}, "SK": {"S": sk}, "at": {"N": str(int(time.time()))}}
+        self._ddb.put_item(TableName=self._table, Item={**item, **attrs})
+
+    def clear(self) -> None:
+        for sk in self.load():
+            key = {"PK": {"S": self._pk}, "SK": {"S": sk}}
+            self._ddb.delete_item(TableName=self._table, Key=key)
+
+
+class _Window:
+    """Ingestors in flight, waited for oldest first; ``on_done`` runs after each is applied."""
+
+    def __init__(self, size: int, timeout_s: float, summary: BackfillSummary) -> None:
+        self._size, self._timeout, self._summary = size, timeout_s, summary
+        self._queue: deque[tuple[Ingestor, Callable[[], None]]] = deque()
+
+    def push(self, run: Ingestor, on_done: Callable[[], None]) -> None:
+        run.flush()
+        self._queue.append((run, on_done))
+        while len(self._queue) > self._size:
+            self._pop()
+
+    def drain(self) -> None:
+        while self._queue:
+            self._pop()
+
+    def _pop(self) -> None:
+        run, on_done = self._queue.popleft()
+        self._summary.add(run.wait(self._timeout))
+        on_done()
+
+
+def _task(progress: Progress | None, name: str, total: float | None) -> TaskID | None:
+    return progress.add_task(name, total=total) if progress is not None else None
+
+
+def _advance(progress: Progress | None, task: TaskID | None, n: int) -> None:
+    if progress is not None and task is not None:
+        progress.advance(task, n)
+
+
+def _feed(settings: Settings, records: Iterator[RawRecord] | list[RawRecord]) -> Ingestor:
+    run = ingestor(settings)
+    for record in records:
+        run.feed(record)
+    return run
+
+
+def _state(settings: Settings) -> Any:
+    deps.store(settings).ensure_state_table()
+    return aws.client(settings, "dynamodb")
+
+
+# -- export ------------------------------------------------------------------------------------
+def _split(uri: str) -> tuple[str, str]:
+    if not uri.startswith("s3://"):
+        raise ExportError(f"an export is read from s3://bucket/prefix, not {uri!r}")
+    bucket, _, prefix = uri.removeprefix("s3://").partition("/")
+    return bucket, prefix
+
+
+def export_files(s3: Any, uri: str) -> list[tuple[DataFile, bool]]:
+    """Every data file of every export under ``uri`` (with its incremental flag).
+
+    Several exports under one prefix (a full one and incrementals) are all replayed: records
+    are triggers, so their order does not matter.
+    """
+    bucket, prefix = _split(uri)
+    keys: list[str] = []
+    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
+        keys.extend(obj["Key"] for obj in page.get("Contents", []))
+    found = summary_keys(keys)
+    if not found:
+        raise ExportError(f"no manifest-summary.json under {uri}")
+    files: list[tuple[DataFile, bool]] = []
+    for key in found:
+        manifest = parse_summary(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
+        body = s3.get_object(Bucket=bucket, Key=manifest.manifest_files_key)["Body"].read()
+        for data_file in parse_manifest_files(body, manifest.manifest_files_key):
+            files.append((data_file, manifest.incremental))
+    return files
+
+
+def _read_file(s3: Any, bucket: str, data_file: DataFile, incremental: bool) -> list[RawRecord]:
+    data = s3.get_object(Bucket=bucket, Key=data_file.key)["Body"].read()
+    if data_file.md5:
+        digest = base64.b64encode(hashlib.md5(data).digest()).decode()  # noqa: S324 - checksum
+        if digest != data_file.md5:
+            raise ExportError(f"s3://{bucket}/{data_file.key}: md5 does not match the manifest")
+    return list(export_rows(data, f"s3://{bucket}/{data_file.key}", incremental=incremental))
+
+
+def export_checkpoint_pk(uri: str) -> str:
+    return "BACKFILL#" + hashlib.sha256(uri.rstrip("/").encode()).hexdigest()
+
+
+def backfill_export(
+    settings: Settings,
+    uri: str,
+    *,
+    parallel: int = 4,
+    restart: bool = False,
+    progress: Progress | None = None,
+    timeout_s: float = 3600.0,
+) -> BackfillSummary:
+    """Replay every row of the export(s) under ``uri``; resumable per data file."""
+    s3 = aws.client(settings, "s3")
+    bucket, _ = _split(uri)
+    files = export_files(s3, uri)
+    marks = Checkpoints(_state(settings), settings.resolved_state_table, export_checkpoint_pk(uri))
+    if restart:
+        marks.clear()
+    done = set(marks.load())
+    todo = [(f, inc) for f, inc in files if f.key not in done]
+    summary = BackfillSummary(units=len(files), skipped=len(files) - len(todo))
+    file_task = _task(progress, "files", len(todo))
+    item_task = _task(progress, "items", sum(f.item_count for f, _ in todo))
+    window = _Window(2 * parallel, timeout_s, summary)
+    with ThreadPoolExecutor(max(1, parallel), thread_name_prefix="backfill") as pool:
+        pending = iter(todo)
+        reads: deque[tuple[DataFile, Future[list[RawRecord]]]] = deque()
+
+        def prefetch() -> None:
+            for data_file, incremental in pending:
+                read = pool.submit(_read_file, s3, bucket, data_file, incremental)
+                reads.append((data_file, read))
+                return
+
+        for _ in range(max(1, parallel)):
+            prefetch()
+        while reads:
+            data_file, future = reads.popleft()
+            rows = future.result()
+            prefetch()
+            run = _feed(settings, rows)
+            _advance(progress, item_task, len(rows))
+
+            def finished(key: str = data_file.key) -> None:
+                marks.put(key, {"done": {"BOOL": True}})
+                _advance(progress, file_task, 1)
+
+            window.push(run, finished)
+        window.drain()
+    return summary
+
+
+# -- scan --------------------------------------------------------------------------------------
+class RateLimiter:
+    """At most ``rate`` items per second over all threads (``None``: unlimited)."""
+
+    def __init__(self, rate: float | None) -> None:
+        self._rate, self._next, self._lock = rate, time.monotonic(), threading.Lock()
+
+    def take(self, n: int) -> None:
+        if not self._rate or n <= 0:
+            return
+        with self._lock:
+            now = time.monotonic()
+            start = max(self._next, now)
+            self._next = start + n / self._rate
+        time.sleep(max(0.0, start - now))
+
+
+_Page = tuple[int, list[dict[str, Any]], dict[str, Any] | None]
+
+
+def _scan_segment(
+    ddb: Any, settings: Settings, segment: int, total: int, start: dict[str, Any] | None,
+    limiter: RateLimiter, out: queue.Queue[_Page | tuple[int, BaseException]],
+    stop: threading.Event, page_size: int,
+) -> None:
+    """Scan one segment (keys only: a trigger needs nothing else), pushing pages to ``out``."""
+    args: dict[str, Any] = {
+        "TableName": settings.table, "Segment": segment, "TotalSegments": total,
+        "ProjectionExpression": "PK, SK", "Limit": page_size,
+    }
+    if start:
+        args["ExclusiveStartKey"] = start
+    try:
+        while not stop.is_set():
+            page = ddb.scan(**args)
+            lek = page.get("LastEvaluatedKey")
+            while not stop.is_set():
+                try:
+                    out.put((segment, page.get("Items", []), lek), timeout=0.5)
+                    break
+                except queue.Full:
+                    continue
+            limiter.take(len(page.get("Items", [])))
+            if not lek:
+                return
+            args["ExclusiveStartKey"] = lek
+    except BaseException as exc:  # handed to the feeding thread, which re-raises it
+        out.put((segment, exc))
+
+
+def _scan_records(segment: int, items: list[dict[str, Any]]) -> Iterator[RawRecord]:
+    for i, item in enumerate(items):
+        where = f"scan:segment={segment}#{i}"
+        try:
+            yield RawRecord(where, item_trigger(item))
+        except RecordError as exc:
+            yield RawRecord(where, item, exc)
+
+
+def backfill_scan(
+    settings: Settings,
+    *,
+    segments: int = 4,
+    rate_limit: float | None = None,
+    restart: bool = False,
+    progress: Progress | None = None,
+    page_size: int = 500,
+    timeout_s: float = 3600.0,
+) -> BackfillSummary:
+    """Parallel Scan (``TotalSegments``) of the mail table; resumable per segment and page."""
+    ddb = aws.client(settings, "dynamodb")
+    marks = Checkpoints(
+        _state(settings), settings.resolved_state_table, f"SCAN#{settings.table}#{segments}"
+    )
+    if restart:
+        marks.clear()
+    state = marks.load()
+    starts: dict[int, dict[str, Any] | None] = {}
+    for segment in range(segments):
+        mark = state.get(f"{segment:05d}", {})
+        if not mark.get("done", {}).get("BOOL"):
+            starts[segment] = json.loads(mark["lek"]["S"]) if "lek" in mark else None
+    summary = BackfillSummary(units=segments, skipped=segments - len(starts))
+    total = ddb.describe_table(TableName=settings.table)["Table"].get("ItemCount")
+    item_task = _task(progress, "items", float(total) if total else None)
+    window = _Window(2 * segments, timeout_s, summary)
+    out: queue.Queue[_Page | tuple[int, BaseException]] = queue.Queue(maxsize=2 * segments)
+    stop, limiter = threading.Event(), RateLimiter(rate_limit)
+    with ThreadPoolExecutor(max(1, len(starts)), thread_name_prefix="scan") as pool:
+        for segment, start in starts.items():
+            pool.submit(
+                _scan_segment, ddb, settings, segment, segments, start, limiter, out, stop,
+                page_size,
+            )
+        active = len(starts)
+        try:
+            while active:
+                entry = out.get()
+                if len(entry) == 2:
+                    raise entry[1]
+                segment, items, lek = entry
+                active -= lek is None
+                run = _feed(settings, _scan_records(segment, items))
+                _advance(progress, item_task, len(items))
+                mark = {"lek": {"S": json.dumps(lek)}} if lek else {"done": {"BOOL": True}}
+
+                def checkpoint(sk: str = f"{segment:05d}", m: dict[str, Any] = mark) -> None:
+                    marks.put(sk, m)
+
+                window.push(run, checkpoint)
+            window.drain()
+        finally:
+            stop.set()
+    return summary

@@ -1,0 +1,357 @@
+"""``sidecar tail``: follow the mail table's DynamoDB stream into the pipeline, for ever.
+
+Why it is shaped this way:
+- A shard's checkpoint advances only after the page's tasks are applied in both indexes
+  (design invariant 3); a crash re-reads at most one page per shard, which is harmless because
+  records are only triggers. One page at a time per shard keeps that simple.
+- DynamoDB orders records per item only *within a shard lineage*: a child shard is read only
+  once its parent is done, and shards are re-listed every second or so, so a split is followed
+  promptly.
+- Throttling and network errors are retried with jittered backoff and never end the reader;
+  an expired iterator is re-acquired from the checkpoint.
+- Records that expired (24 h retention) before being read cannot be recovered from the stream:
+  that is reported loudly as a *gap* (log, ``gaps``, a counter, the exit status) pointing to
+  ``sidecar backfill``, never skipped silently.
+- Only the holder of the table's lease reads, so a standby can run beside it.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol
+
+from botocore.exceptions import BotoCoreError, ClientError
+from prometheus_client import Counter
+
+from indexer.adapters.streams import portable
+from indexer.core.retry import backoff_seconds
+from indexer.pipeline.sources import RawRecord
+from indexer.sources.checkpoints import Checkpoint, Lease
+
+log = logging.getLogger(__name__)
+
+PAGE_LIMIT = 1000
+StartAt = Literal["trim_horizon", "latest"]
+_TRANSIENT = {
+    "ProvisionedThroughputExceededException",
+    "LimitExceededException",
+    "ThrottlingException",
+    "RequestLimitExceeded",
+    "InternalServerError",
+    "ServiceUnavailable",
+}
+GAPS = Counter(
+    "sidecar_stream_gaps_total",
+    "Stream records that expired before the tailer read them (run `sidecar backfill`).",
+)
+
+
+class Sink(Protocol):
+    """What a page is fed into: :class:`indexer.pipeline.ingest.Ingestor`."""
+
+    def feed(self, item: RawRecord) -> None: ...
+    def flush(self) -> None: ...
+    def wait(self, timeout_s: float = ...) -> Any: ...
+
+
+class Checkpoints(Protocol):
+    """Where shard positions live: :class:`indexer.sources.checkpoints.CheckpointStore`."""
+
+    def load(self) -> dict[str, Checkpoint]: ...
+    def save(self, checkpoint: Checkpoint) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class Gap:
+    """Records of ``shard_id`` after ``sequence`` (None: from its start) were never read."""
+
+    shard_id: str
+    sequence: str | None
+    reason: str
+
+
+@dataclass(slots=True)
+class _Page:
+    records: list[dict[str, Any]]
+    next_iterator: str | None
+
+
+@dataclass(slots=True)
+class _Shard:
+    shard_id: str
+    parent_id: str | None
+    checkpoint: Checkpoint
+    start: str = "TRIM_HORIZON"  # used only without a checkpoint
+    iterator: str | None = None
+    pending: _Page | None = None  # read but not yet applied: retried as is, never re-read
+    attempt: int = 0
+    not_before: float = 0.0
+    trimmed: bool = False  # the checkpointed position expired: go on from the oldest record
+
+
+def error_code(exc: BaseException) -> str:
+    if isinstance(exc, ClientError):
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Throttling, 5xx and network errors (EndpointConnectionError, ReadTimeoutError, ...)."""
+    if isinstance(exc, BotoCoreError | ConnectionError | TimeoutError):
+        return True
+    if isinstance(exc, ClientError):
+        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
+        return error_code(exc) in _TRANSIENT or int(status) >= 500
+    return False
+
+
+def list_shards(streams: Any, arn: str) -> list[dict[str, Any]]:
+    """Every shard of the stream, following ``LastEvaluatedShardId`` paging."""
+    shards: list[dict[str, Any]] = []
+    kwargs: dict[str, Any] = {"StreamArn": arn}
+    while True:
+        desc = streams.describe_stream(**kwargs)["StreamDescription"]
+        shards.extend(desc.get("Shards", []))
+        last = desc.get("LastEvaluatedShardId")
+        if not last:
+            return shards
+        kwargs["ExclusiveStartShardId"] = last
+
+
+@dataclass
+class TailOptions:
+    start_at: StartAt = "trim_horizon"
+    discover_every_s: float = 1.0
+    idle_s: float = 0.5
+    apply_timeout_s: float = 900.0
+    backoff_base_s: float = 0.5
+    backoff_cap_s: float = 30.0
+    renew_every_s: float = 3.0
+    clock: Callable[[], float] = field(default=time.monotonic)
+
+
+class StreamTailer:
+    """Reads one stream; ``poll_once`` is one step (tests), ``run`` the loop (the command)."""
+
+    def __init__(
+        self,
+        streams: Any,
+        stream_arn: str,
+        checkpoints: Checkpoints,
+        sink_factory: Callable[[], Sink],
+        lease: Lease | None = None,
+        options: TailOptions | None = None,
+    ) -> None:
+        self._streams = streams
+        self._arn = stream_arn
+        self._store = checkpoints
+        self._sink_factory = sink_factory
+        self._lease = lease
+        self._opt = options or TailOptions()
+        self.gaps: list[Gap] = []
+        self.applied = 0
+        self._reported: set[str] = set()
+        self._fresh = True  # `start_at=latest` applies to the shards of the first listing only
+        self._reset()
+
+    def _reset(self) -> None:
+        """Forget in-memory positions; the next step reloads them from the checkpoints."""
+        self._loaded = False
+        self._shards: dict[str, _Shard] = {}
+        self._saved: dict[str, Checkpoint] = {}
+        self._next_discovery = 0.0
+        self._discovery_attempt = 0
+        self._generation = self._lease.generation if self._lease else 0
+
+    # -- one step ---------------------------------------------------------------------------
+    def poll_once(self) -> int:
+        """Re-list shards when due, then read and apply one page of every ready shard."""
+        if not self._loaded:
+            try:
+                self._saved = self._store.load()
+            except (ClientError, BotoCoreError) as exc:
+                log.warning("cannot load checkpoints (%s); retrying", exc)
+                return 0
+            self._loaded = True
+        if self._opt.clock() >= self._next_discovery:
+            self._discover(first=self._fresh)
+        applied = 0
+        for shard in list(self._shards.values()):
+            if self._ready(shard):
+                applied += self._step(shard)
+        self.applied += applied
+        return applied
+
+    def _discover(self, *, first: bool) -> None:
+        now = self._opt.clock()
+        try:
+            listed = list_shards(self._streams, self._arn)
+        except Exception as exc:  # never die: back off and re-list later
+            self._discovery_attempt += 1
+            log.warning("describe_stream failed (%s); backing off", exc)
+            self._next_discovery = now + self._backoff(self._discovery_attempt)
+            return
+        self._discovery_attempt, self._fresh = 0, False
+        self._next_discovery = now + self._opt.discover_every_s
+        present = {s["ShardId"] for s in listed}
+        for desc in listed:
+            if desc["ShardId"] not in self._shards:
+                self._shards[desc["ShardId"]] = self._new_shard(desc, first=first)
+        for sid in (set(self._saved) | set(self._shards)) - present:
+            shard = self._shards.pop(sid, None)
+            ckpt = shard.checkpoint if shard else self._saved[sid]
+            if not ckpt.done:
+                self._gap(sid, ckpt.sequence, "shard left the stream before it was read to its end")
+
+    def _new_shard(self, desc: dict[str, Any], *, first: bool) -> _Shard:
+        sid = desc["ShardId"]
+        shard = _Shard(sid, desc.get("ParentShardId"), self._saved.get(sid, Checkpoint(sid, None)))
+        if first and self._opt.start_at == "latest" and sid not in self._saved:
+            closed = bool(desc.get("SequenceNumberRange", {}).get("EndingSequenceNumber"))
+            shard.start = "LATEST"
+            if closed:  # history before the start point: not ours to read
+                shard.checkpoint = Checkpoint(sid, None, done=True)
+        return shard
+
+    def _ready(self, shard: _Shard) -> bool:
+        if shard.checkpoint.done or shard.not_before > self._opt.clock():
+            return False
+        parent = self._shards.get(shard.parent_id) if shard.parent_id else None
+        return parent is None or parent.checkpoint.done
+
+    def _step(self, shard: _Shard) -> int:
+        try:
+            page = shard.pending or self._read(shard)
+            shard.pending = page
+            count = self._apply(shard.shard_id, page)
+            if self._lease is not None and not self._lease.held:
+                return 0  # the new holder re-reads from the checkpoint
+            self._commit(shard, page)
+        except Exception as exc:  # never die on one shard's trouble
+            self._on_error(shard, exc)
+            return 0
+        shard.pending, shard.attempt = None, 0
+        if not page.records and page.next_iterator:
+            shard.not_before = self._opt.clock() + self._opt.idle_s
+        return count
+
+    def _read(self, shard: _Shard) -> _Page:
+        if shard.iterator is None:
+            shard.iterator = self._iterator(shard)
+        if shard.iterator is None:
+            return _Page([], None)
+        response = self._streams.get_records(ShardIterator=shard.iterator, Limit=PAGE_LIMIT)
+        return _Page(list(response.get("Records", [])), response.get("NextShardIterator"))
+
+    def _iterator(self, shard: _Shard) -> str | None:
+        args: dict[str, Any] = {"StreamArn": self._arn, "ShardId": shard.shard_id}
+        if shard.checkpoint.sequence and not shard.trimmed:
+            args |= {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER"}
+            args["SequenceNumber"] = shard.checkpoint.sequence
+        else:
+            args["ShardIteratorType"] = "TRIM_HORIZON" if shard.trimmed else shard.start
+        found = self._streams.get_shard_iterator(**args).get("ShardIterator")
+        return str(found) if found else None
+
+    def _apply(self, shard_id: str, page: _Page) -> int:
+        """Feed the page to the pipeline and block until its tasks are applied."""
+        if not page.records:
+            return 0
+        sink = self._sink_factory()
+        for record in page.records:
+            seq = record["dynamodb"]["SequenceNumber"]
+            sink.feed(RawRecord(f"stream:{shard_id}:{seq}", portable(record)))
+        sink.flush()
+        sink.wait(self._opt.apply_timeout_s)
+        return len(page.records)
+
+    def _commit(self, shard: _Shard, page: _Page) -> None:
+        last = page.records[-1]["dynamodb"]["SequenceNumber"] if page.records else None
+        new = Checkpoint(
+            shard.shard_id, last or shard.checkpoint.sequence, done=page.next_iterator is None
+        )
+        if new != shard.checkpoint:
+            self._store.save(new)
+            shard.checkpoint = self._saved[shard.shard_id] = new
+        if last is not None:
+            shard.trimmed = False
+        shard.iterator = page.next_iterator
+
+    def _on_error(self, shard: _Shard, exc: Exception) -> None:
+        code = error_code(exc)
+        if code == "ExpiredIteratorException":
+            log.info("iterator of shard %s expired; re-acquiring from checkpoint", shard.shard_id)
+            shard.iterator = None
+            return
+        if code == "TrimmedDataAccessException":
+            self._gap(shard.shard_id, shard.checkpoint.sequence, "position already trimmed")
+            shard.iterator, shard.trimmed = None, True
+            return
+        if is_transient(exc):
+            log.warning("shard %s: %s; backing off", shard.shard_id, code or exc)
+        else:
+            log.error("shard %s: unexpected %r; backing off", shard.shard_id, exc, exc_info=exc)
+            if shard.pending is None:
+                shard.iterator = None
+        shard.attempt += 1
+        shard.not_before = self._opt.clock() + self._backoff(shard.attempt)
+
+    def _backoff(self, attempt: int) -> float:
+        base, cap = self._opt.backoff_base_s, self._opt.backoff_cap_s
+        return backoff_seconds(max(0, attempt - 1), base=base, cap=cap)
+
+    def _gap(self, shard_id: str, sequence: str | None, reason: str) -> None:
+        if shard_id in self._reported:
+            return
+        self._reported.add(shard_id)
+        self.gaps.append(Gap(shard_id, sequence, reason))
+        GAPS.inc()
+        log.error(
+            "STREAM GAP: shard %s, records after sequence %s expired unread (%s); "
+            "the indexes may miss changes: run `sidecar backfill`",
+            shard_id,
+            sequence or "<start of shard>",
+            reason,
+        )
+
+    # -- the loop -----------------------------------------------------------------------------
+    def run(self, stop: threading.Event, *, release: bool = True) -> None:
+        """Read while holding the lease until ``stop`` is set. A clean stop finishes and commits
+        the page in flight (renewals go on until then) and releases the lease;
+        ``release=False`` simulates death: renewals end at once and the lease simply expires."""
+        finished = threading.Event()
+        beat = None
+        if self._lease is not None:
+            halted = finished if release else stop
+            beat = threading.Thread(target=self._heartbeat, args=(halted,), daemon=True)
+            beat.start()
+        try:
+            while not stop.is_set():
+                if self._lease is not None and (
+                    not self._lease.held or self._lease.generation != self._generation
+                ):
+                    self._reset()
+                    stop.wait(0.2)
+                    continue
+                if not self.poll_once():
+                    stop.wait(self._opt.idle_s / 2)
+        finally:
+            finished.set()
+            if beat is not None:
+                beat.join()
+            if release and self._lease is not None:
+                self._lease.release()
+
+    def _heartbeat(self, stop: threading.Event) -> None:
+        """Acquire (standby) or renew (holder) the lease every ``renew_every_s``."""
+        assert self._lease is not None
+        while not stop.is_set():
+            try:
+                self._lease.acquire_or_renew()
+            except Exception as exc:  # network trouble: `held` lapses on its own
+                log.warning("lease renewal failed: %s", exc)
+            stop.wait(self._opt.renew_every_s)
