@@ -26,6 +26,7 @@ from typing import Any, Literal, Protocol
 
 from botocore.exceptions import BotoCoreError, ClientError
 from prometheus_client import Counter
+from redis.exceptions import RedisError
 
 from indexer.adapters.streams import portable
 from indexer.core.retry import backoff_seconds
@@ -100,8 +101,9 @@ def error_code(exc: BaseException) -> str:
 
 
 def is_transient(exc: BaseException) -> bool:
-    """Throttling, 5xx and network errors (EndpointConnectionError, ReadTimeoutError, ...)."""
-    if isinstance(exc, BotoCoreError | ConnectionError | TimeoutError):
+    """Throttling, 5xx and network errors (EndpointConnectionError, ReadTimeoutError, ...),
+    including the broker's (a Redis restart while a page's results are awaited)."""
+    if isinstance(exc, BotoCoreError | ConnectionError | TimeoutError | RedisError):
         return True
     if isinstance(exc, ClientError):
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
