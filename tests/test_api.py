@@ -206,6 +206,7 @@ def test_operators_return_exactly_the_expected_messages(
     api: Api, q: str, expected: set[int]
 ) -> None:
     assert keys_of(api.search(q, limit=100)) == {key(n) for n in expected}
+    assert api.search(q, token=TOKEN_B, limit=100).status_code == 403  # another mailbox's token
 
 
 def test_thread_operator_and_collapse(api: Api) -> None:
