@@ -20,7 +20,8 @@ def latest_stream_arn(dynamodb: Any, table: str) -> str:
     return str(arn)
 
 
-def _shards(streams: Any, arn: str) -> list[dict[str, Any]]:
+def list_shards(streams: Any, arn: str) -> list[dict[str, Any]]:
+    """Every shard of the stream, following ``LastEvaluatedShardId`` paging."""
     shards: list[dict[str, Any]] = []
     kwargs: dict[str, Any] = {"StreamArn": arn}
     while True:
@@ -45,7 +46,7 @@ def portable(record: dict[str, Any]) -> dict[str, Any]:
 
 def iter_stream_records(streams: Any, arn: str) -> Iterator[dict[str, Any]]:
     """Every record currently in the stream, parents' shards before children's."""
-    shards = _shards(streams, arn)
+    shards = list_shards(streams, arn)
     known = {s["ShardId"] for s in shards}
     ordered = [s for s in shards if s.get("ParentShardId") not in known]
     ordered += [s for s in shards if s.get("ParentShardId") in known]

@@ -28,7 +28,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 from prometheus_client import Counter
 from redis.exceptions import RedisError
 
-from indexer.adapters.streams import portable
+from indexer.adapters.streams import list_shards, portable
 from indexer.core.retry import backoff_seconds
 from indexer.pipeline.sources import RawRecord
 from indexer.sources.checkpoints import Checkpoint, Lease
@@ -109,19 +109,6 @@ def is_transient(exc: BaseException) -> bool:
         status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
         return error_code(exc) in _TRANSIENT or int(status) >= 500
     return False
-
-
-def list_shards(streams: Any, arn: str) -> list[dict[str, Any]]:
-    """Every shard of the stream, following ``LastEvaluatedShardId`` paging."""
-    shards: list[dict[str, Any]] = []
-    kwargs: dict[str, Any] = {"StreamArn": arn}
-    while True:
-        desc = streams.describe_stream(**kwargs)["StreamDescription"]
-        shards.extend(desc.get("Shards", []))
-        last = desc.get("LastEvaluatedShardId")
-        if not last:
-            return shards
-        kwargs["ExclusiveStartShardId"] = last
 
 
 @dataclass
