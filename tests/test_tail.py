@@ -425,7 +425,8 @@ def test_standby_takes_over_when_the_holder_dies(settings: Any) -> None:
         _write(ddb, settings.table, "delete", 1, "beta")
         _write(ddb, settings.table, "store", 2, "beta")
         assert wait_until(lambda: _converged(settings, ddb, mbs), timeout=60)
-        assert standby.tailer.applied > 0
+        # The index can show a page's effect just before the tailer counts that page.
+        assert wait_until(lambda: standby.tailer.applied > 0, timeout=10, interval=0.1)
         standby.stop()
 
 

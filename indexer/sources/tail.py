@@ -171,8 +171,9 @@ class StreamTailer:
         applied = 0
         for shard in list(self._shards.values()):
             if self._ready(shard):
-                applied += self._step(shard)
-        self.applied += applied
+                done = self._step(shard)
+                self.applied += done  # current after every page, not only after the sweep
+                applied += done
         return applied
 
     def _discover(self, *, first: bool) -> None:
