@@ -76,3 +76,32 @@ class DeadLetterStore:
         pipe.zrem(self._order, entry_id)
         removed, _ = pipe.execute()
         return bool(removed)
+
+    def remove_mailbox(self, mailbox_id: str) -> int:
+        """Remove every entry naming a mailbox: by its ``mailbox_id``, or — for undecodable
+        records, which have none — by a key of that mailbox (``M#<mailbox>#``) in the record."""
+        needle = json.dumps(f"M#{mailbox_id}#", ensure_ascii=True)[1:-1]
+        removed = 0
+        for entry in self.list():
+            named = entry.mailbox_id == mailbox_id or (
+                entry.mailbox_id is None and needle in json.dumps(entry.payload, ensure_ascii=True)
+            )
+            if named and self.remove(entry.id):
+                removed += 1
+        return removed
+
+
+def remove_task_results(client: redis.Redis, mailbox_id: str) -> int:
+    """Delete stored Celery task results that name a mailbox (their ``dead_lettered`` refs);
+    they would otherwise keep its message keys until they expire (24 h)."""
+    removed = 0
+    for key in client.scan_iter(match="celery-task-meta-*", count=500):
+        raw = client.get(key)
+        try:
+            result = json.loads(raw).get("result") if raw else None
+        except ValueError:
+            continue
+        refs = result.get("dead_lettered", []) if isinstance(result, dict) else []
+        if any(isinstance(r, list) and r[:1] == [mailbox_id] for r in refs):
+            removed += int(client.delete(key))
+    return removed

@@ -115,6 +115,64 @@ class DynamoStore:
             states[ref] = MessageState(ref, message, body if message else None, people)
         return states
 
+    def _paged(self, method: Any, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
+        """Pages of a Query or Scan, following ``LastEvaluatedKey`` (1 MB per call at most)."""
+        while True:
+            try:
+                page = method(**kwargs)
+            except (ClientError, BotoCoreError) as exc:
+                raise classify_error(exc) from exc
+            yield [plain(raw) for raw in page["Items"]]
+            if "LastEvaluatedKey" not in page:
+                return
+            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+    def mailbox_pages(self, mailbox_id: str, limit: int | None = None) -> Iterator[list[Any]]:
+        """A mailbox's Message items, page by page (GSI1: eventually consistent)."""
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "IndexName": "GSI1",
+            "KeyConditionExpression": "GSI1PK = :pk",
+            "ExpressionAttributeValues": {":pk": {"S": f"M#{mailbox_id}"}},
+        }
+        if limit is not None:
+            kwargs["Limit"] = limit
+        return self._paged(self._client.query, **kwargs)
+
+    def mailbox_ids(self) -> set[str]:
+        """Every mailbox holding a message (a keys-only Scan of GSI1)."""
+        found: set[str] = set()
+        pages = self._paged(
+            self._client.scan,
+            TableName=self._table,
+            IndexName="GSI1",
+            ProjectionExpression="GSI1PK",
+        )
+        for page in pages:
+            found |= {str(i["GSI1PK"]).removeprefix("M#") for i in page if "GSI1PK" in i}
+        return found
+
+    def delete_participants_of_mailbox(self, mailbox_id: str) -> int:
+        """Remove the sidecar's participant items of a mailbox (``P#<mailbox>#...``)."""
+        pages = self._paged(
+            self._client.scan,
+            TableName=self._state,
+            ProjectionExpression="PK, SK",
+            FilterExpression="begins_with(PK, :p)",
+            ExpressionAttributeValues={":p": {"S": f"P#{mailbox_id}#"}},
+            ConsistentRead=True,
+        )
+        removed = 0
+        for page in pages:
+            for item in page:
+                key = {"PK": {"S": item["PK"]}, "SK": {"S": item["SK"]}}
+                try:
+                    self._client.delete_item(TableName=self._state, Key=key)
+                except (ClientError, BotoCoreError) as exc:
+                    raise classify_error(exc) from exc
+                removed += 1
+        return removed
+
     # -- sidecar table: participants -----------------------------------------------------------
     @staticmethod
     def _participant_pk(ref: MessageRef) -> str:

@@ -9,7 +9,7 @@ poison for that message only, and a 404 on delete is success.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -123,6 +123,71 @@ class OpenSearchIndex:
                 raise TransientError(f"opensearch: {exc}") from exc
             raise
         return sorted(found)
+
+    def refresh(self) -> None:
+        """Make every acknowledged write visible to searches (reconcile, purge, tests)."""
+        self._call(self.client.indices.refresh, index=self.alias)
+
+    def scan_mailbox(self, mailbox_id: str, fields: Sequence[str]) -> Iterator[dict[str, Any]]:
+        """``_source`` (these fields) of every document of a mailbox, in any order.
+
+        Not routed: a document written under a wrong routing is found (and reported) too.
+        """
+        body = {"query": {"term": {"mailbox_id": mailbox_id}}, "_source": list(fields)}
+        try:
+            for hit in helpers.scan(self.client, query=body, index=self.alias, size=500):
+                yield dict(hit["_source"])
+        except NotFoundError:
+            return
+        except Exception as exc:
+            if is_transient(exc):
+                raise TransientError(f"opensearch scan: {exc}") from exc
+            raise
+
+    def sources(self, refs: Iterable[MessageRef], fields: Sequence[str]) -> dict[MessageRef, Any]:
+        """Real-time ``_source`` of these messages' documents (absent = no document)."""
+        docs = [
+            {"_id": point_id(r), "routing": r.mailbox_id, "_source": list(fields)} for r in refs
+        ]
+        if not docs:
+            return {}
+        by_id = {point_id(r): r for r in refs}
+        found = self._call(self.client.mget, index=self.alias, body={"docs": docs})
+        return {by_id[d["_id"]]: d["_source"] for d in found["docs"] if d.get("found")}
+
+    def mailbox_ids(self) -> set[str]:
+        """Every mailbox with at least one document (a paged composite aggregation)."""
+        found: set[str] = set()
+        after: dict[str, Any] | None = None
+        while True:
+            composite: dict[str, Any] = {
+                "size": 1000,
+                "sources": [{"m": {"terms": {"field": "mailbox_id"}}}],
+            }
+            if after:
+                composite["after"] = after
+            body = {"size": 0, "aggs": {"m": {"composite": composite}}}
+            try:
+                agg = self._call(self.client.search, index=self.alias, body=body)["aggregations"]
+            except NotFoundError:
+                return found
+            found |= {b["key"]["m"] for b in agg["m"]["buckets"]}
+            after = agg["m"].get("after_key")
+            if not agg["m"]["buckets"] or after is None:
+                return found
+
+    def delete_mailbox(self, mailbox_id: str) -> int:
+        """Delete every document of a mailbox from every index of the family; the count."""
+        result = self._call(
+            self.client.delete_by_query,
+            index=f"{self.alias}-v*",
+            body={"query": {"term": {"mailbox_id": mailbox_id}}},
+            conflicts="proceed",
+            refresh=True,
+        )
+        if result.get("failures"):
+            raise TransientError(f"opensearch delete_by_query: {result['failures'][0]}")
+        return int(result.get("deleted", 0))
 
     def _actions(
         self, docs: Mapping[MessageRef, Mapping[str, Any] | None], index: str

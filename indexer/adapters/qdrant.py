@@ -11,7 +11,7 @@ from __future__ import annotations
 import threading
 import uuid
 import warnings
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 from qdrant_client import QdrantClient, models
@@ -49,6 +49,11 @@ def _transient(exc: Exception) -> bool:
     return isinstance(exc, UnexpectedResponse) and (
         exc.status_code == 429 or (exc.status_code or 0) >= 500
     )
+
+
+def _match(key: str, value: str) -> models.Filter:
+    condition = models.FieldCondition(key=key, match=models.MatchValue(value=value))
+    return models.Filter(must=[condition])
 
 
 def cache_id(content_hash: str) -> str:
@@ -170,6 +175,79 @@ class VectorIndex:
                 points_selector=models.PointIdsList(points=ids),
                 wait=True,
             )
+
+    def _scroll(
+        self, flt: models.Filter | None, fields: Sequence[str] | None = None
+    ) -> Iterator[list[dict[str, Any]]]:
+        """Pages of point payloads (all fields, or these) under a filter, from the alias."""
+        offset: Any = None
+        selector: Any = list(fields) if fields is not None else True
+        while True:
+            points, offset = self._do(
+                self.client.scroll,
+                collection_name=self.alias,
+                scroll_filter=flt,
+                limit=512,
+                offset=offset,
+                with_payload=selector,
+                with_vectors=False,
+            )
+            yield [dict(p.payload or {}) for p in points]
+            if offset is None:
+                return
+
+    def scroll_mailbox(self, mailbox_id: str) -> Iterator[list[dict[str, Any]]]:
+        """Payloads of a mailbox's points, page by page."""
+        return self._scroll(_match("mailbox_id", mailbox_id))
+
+    def mailbox_ids(self) -> set[str]:
+        """Every mailbox with at least one point."""
+        return {
+            str(p["mailbox_id"])
+            for page in self._scroll(None, ["mailbox_id"])
+            for p in page
+            if "mailbox_id" in p
+        }
+
+    def delete_mailbox(self, mailbox_id: str) -> tuple[int, int]:
+        """Delete a mailbox's points, and the cached vectors of texts no other mailbox still
+        uses (a vector is derived from the mail's text). Returns (points, cache entries)."""
+        hashes: set[str] = set()
+        points = 0
+        for page in self._scroll(_match("mailbox_id", mailbox_id), ["content_hash"]):
+            points += len(page)
+            hashes |= {str(p["content_hash"]) for p in page if p.get("content_hash")}
+        self._do(
+            self.client.delete,
+            collection_name=self.alias,
+            points_selector=models.FilterSelector(filter=_match("mailbox_id", mailbox_id)),
+            wait=True,
+        )
+        unused = sorted(hashes - self._hashes_in_use(hashes))
+        if unused:
+            ids: list[models.ExtendedPointId] = [cache_id(h) for h in unused]
+            self._do(
+                self.client.delete,
+                collection_name=self.cache,
+                points_selector=models.PointIdsList(points=ids),
+                wait=True,
+            )
+        return points, len(unused)
+
+    def _hashes_in_use(self, hashes: Iterable[str]) -> set[str]:
+        ordered, used = sorted(hashes), set[str]()
+        for start in range(0, len(ordered), 256):
+            flt = models.Filter(
+                must=[
+                    models.FieldCondition(
+                        key="content_hash",
+                        match=models.MatchAny(any=ordered[start : start + 256]),
+                    )
+                ]
+            )
+            for page in self._scroll(flt, ["content_hash"]):
+                used |= {str(p["content_hash"]) for p in page}
+        return used
 
     def query(self, vector: Sequence[float], flt: models.Filter, limit: int) -> list[Any]:
         """Nearest points under a filter, best first, with payloads."""

@@ -8,6 +8,7 @@ from indexer.cli import (
     api_cmds,
     backfill_cmds,
     demo_cmds,
+    ops_cmds,
     pipeline_cmds,
     stack_cmds,
     tail_cmds,
@@ -27,6 +28,7 @@ for module in (
     pipeline_cmds,
     tail_cmds,
     backfill_cmds,
+    ops_cmds,
     api_cmds,
     demo_cmds,
 ):

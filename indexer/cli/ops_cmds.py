@@ -1,0 +1,93 @@
+"""CLI: ``sidecar reconcile`` and ``sidecar purge``."""
+
+from __future__ import annotations
+
+import json
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+from rich.console import Console
+from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from indexer.settings import get_settings
+
+if TYPE_CHECKING:
+    from indexer.ops.reconcile import ReconcileReport
+
+console = Console(stderr=True)
+
+
+def reconcile(
+    mailbox: Annotated[str | None, typer.Option(help="One mailbox (default: all).")] = None,
+    repair: Annotated[bool, typer.Option(help="Fix drift through the pipeline's sync.")] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Compare the table with both indexes: messages missing from an index, present in an index
+    but gone from the table, stale. Exit 0 only if nothing drifted (or all was repaired)."""
+    from indexer.ops.reconcile import reconcile as run
+
+    with Progress(
+        SpinnerColumn(),
+        TextColumn("table messages checked: {task.completed:,.0f}"),
+        TimeElapsedColumn(),
+        console=console,
+        transient=True,
+    ) as bar:
+        task = bar.add_task("reconcile", total=None)
+        report = run(get_settings(), mailbox, repair, progress=lambda n: bar.advance(task, n))
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        _print_report(report)
+    raise typer.Exit(0 if report.drifted == 0 else 1)
+
+
+def _print_report(report: ReconcileReport) -> None:
+    table = Table(title="reconcile")
+    columns = ("mailbox", "table", "docs", "points")
+    kinds = ("missing", "orphan", "stale")
+    for name in columns + tuple(f"{i[:4]}.{k}" for i in ("fulltext", "vectors") for k in kinds):
+        table.add_column(name, justify="left" if name == "mailbox" else "right")
+    for m in report.mailboxes:
+        drift = [str(m.drift[f"{i}.{k}"]) for i in ("fulltext", "vectors") for k in kinds]
+        table.add_row(
+            m.mailbox_id, str(m.table_messages), str(m.fulltext_docs), str(m.vector_points), *drift
+        )
+    Console().print(table)
+    for d in report.remaining[:50]:
+        fields = f" ({', '.join(d.fields)})" if d.fields else ""
+        console.print(f"{d.index} {d.kind}: {d.ref.mailbox_id} {d.ref.message_key}{fields}")
+    verb = f", repaired {report.repaired}" if report.repair else ""
+    console.print(f"drift found {len(report.found)}{verb}, remaining {report.drifted}")
+
+
+def purge(
+    mailbox: Annotated[str, typer.Option(help="The mailbox to remove.")],
+    as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
+) -> None:
+    """Remove a mailbox from both indexes and every sidecar store (idempotent)."""
+    from indexer.ops.purge import purge as run
+
+    try:
+        report = run(get_settings(), mailbox)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+    if as_json:
+        print(json.dumps(report.to_json(), indent=2))
+    else:
+        table = Table(title=f"purged {mailbox}")
+        for name, value in report.to_json().items():
+            if name != "mailbox_id":
+                table.add_row(name, str(value))
+        Console().print(table)
+    if report.table_still_has_messages:
+        console.print(
+            "[yellow]the mail table still holds this mailbox: stream records (or "
+            "`reconcile --repair`) will index it again[/yellow]"
+        )
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(reconcile)
+    app.command()(purge)

@@ -1,0 +1,1 @@
+"""Operations: reconcile the indexes with the table, purge a mailbox (CLI in ``ops_cmds``)."""

@@ -1,0 +1,43 @@
+"""The adapters an operations command needs, opened for its duration and closed after.
+
+The vector index is opened here rather than through ``deps.vector_index`` (cached for the
+process's life): with the embedded store an operation must release its exclusive lock when it
+ends, so a worker or ``sidecar serve`` started afterwards (or a test's next step) can own it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+
+from indexer.adapters.dynamo import DynamoStore
+from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.opensearch import OpenSearchIndex
+from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.pipeline import deps
+from indexer.settings import Settings
+
+
+@dataclass(frozen=True)
+class Engines:
+    store: DynamoStore
+    fulltext: OpenSearchIndex
+    vectors: VectorIndex
+
+
+@contextmanager
+def open_engines(settings: Settings) -> Iterator[Engines]:
+    """DynamoDB, OpenSearch and Qdrant for one operation; the Qdrant client is closed after.
+
+    With the embedded store this fails at once (naming the store) while a worker or
+    ``sidecar serve`` owns it: stop the owner, or use ``SIDECAR_QDRANT_URL``.
+    """
+    client = build_qdrant(settings)
+    try:
+        vectors = VectorIndex(client, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        vectors.ensure()
+        yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)
+    finally:
+        client.close()

@@ -1,0 +1,67 @@
+"""``sidecar purge --mailbox M``: remove a mailbox from both indexes and every sidecar store.
+
+What names a mailbox on the sidecar's side, and is removed:
+- OpenSearch: its documents in every index of the family (delete-by-query, refreshed);
+- Qdrant: its points (filter delete) and the cached vectors of ``forai`` texts no other
+  mailbox's point still uses (a vector is derived from the mail's text, even though a cache
+  entry is keyed by content hash only);
+- the sidecar's table: its participant items ``P#<mailbox>#...`` (checkpoints, the lease and
+  backfill marks are per stream, table or export, never per mailbox);
+- Redis: its dead letters and stored task results naming its messages.
+
+The mail table is not ours and is left alone. Each step deletes what is there now, so running
+purge again is a no-op that reports zeros. If the table still holds the mailbox, a later stream
+record (or ``reconcile --repair``) indexes those messages again: the report says so.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from indexer.adapters.dlq import remove_task_results
+from indexer.ops.engines import open_engines
+from indexer.pipeline import deps
+from indexer.settings import Settings
+
+
+@dataclass(frozen=True, slots=True)
+class PurgeReport:
+    """What was removed, by store; ``table_still_has_messages`` warns that it will come back."""
+
+    mailbox_id: str
+    fulltext_docs: int
+    vector_points: int
+    cached_vectors: int
+    participants: int
+    dead_letters: int
+    task_results: int
+    table_still_has_messages: bool
+
+    @property
+    def removed(self) -> int:
+        return (
+            self.fulltext_docs
+            + self.vector_points
+            + self.cached_vectors
+            + self.participants
+            + self.dead_letters
+            + self.task_results
+        )
+
+    def to_json(self) -> dict[str, Any]:
+        return asdict(self) | {"removed": self.removed}
+
+
+def purge(settings: Settings, mailbox: str) -> PurgeReport:
+    """Remove ``mailbox`` from both indexes and the sidecar's stores (idempotent)."""
+    if not mailbox or "#" in mailbox:
+        raise ValueError("a mailbox id is non-empty and never contains '#'")
+    with open_engines(settings) as engines:
+        docs = engines.fulltext.delete_mailbox(mailbox)
+        points, cached = engines.vectors.delete_mailbox(mailbox)
+        participants = engines.store.delete_participants_of_mailbox(mailbox)
+        left = any(engines.store.mailbox_pages(mailbox, limit=1))
+    dead = deps.dead_letters(settings).remove_mailbox(mailbox)
+    results = remove_task_results(deps.redis_client(settings), mailbox)
+    return PurgeReport(mailbox, docs, points, cached, participants, dead, results, left)

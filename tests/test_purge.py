@@ -1,0 +1,109 @@
+"""``purge``: a mailbox leaves no document, point, cached vector of its own text, participant
+item, dead letter or task result behind (each store queried), others are untouched, and a
+second purge removes nothing."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from indexer.ops.engines import open_engines
+from indexer.ops.purge import purge
+from indexer.ops.reconcile import reconcile
+from indexer.pipeline import deps
+from indexer.settings import Settings, to_env
+from tests.ops_helpers import index_mailboxes
+from tests.pipeline_helpers import opensearch_docs, qdrant_points, table_messages
+
+pytestmark = pytest.mark.stack
+
+
+def _participant_items(ddb: Any, settings: Settings, mailbox: str) -> int:
+    page = ddb.scan(
+        TableName=settings.resolved_state_table,
+        FilterExpression="begins_with(PK, :p)",
+        ExpressionAttributeValues={":p": {"S": f"P#{mailbox}#"}},
+        ConsistentRead=True,
+    )
+    assert "LastEvaluatedKey" not in page
+    return len(page["Items"])
+
+
+def _hashes(settings: Settings, mailbox: str) -> set[str]:
+    return {p["content_hash"] for p in qdrant_points(settings, mailbox).values()}
+
+
+def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: str) -> None:
+    box, other = f"gone-{unique}@x.org", f"kept-{unique}@x.org"
+    ddb = index_mailboxes(settings, tmp_path, {box: 6, other: 2})
+    shared_texts = _hashes(settings, other)
+    own_texts = _hashes(settings, box) - shared_texts
+    assert len(own_texts) == 4 and len(shared_texts) == 2
+    assert _participant_items(ddb, settings, box) > 0
+
+    key = next(iter(table_messages(ddb, settings.table, box)))
+    dlq = deps.dead_letters(settings)
+    dlq.add(stage="fulltext", reason="t", payload={"messages": [[box, key]]}, mailbox_id=box)
+    dlq.add(stage="decode", reason="t", payload={"Keys": {"PK": {"S": f"M#{box}#MSG#{key}"}}})
+    kept = dlq.add(stage="vectors", reason="t", payload={}, mailbox_id=other)
+    redis = deps.redis_client(settings)
+    result_key = f"celery-task-meta-{uuid.uuid4()}"
+    redis.set(result_key, json.dumps({"result": {"dead_lettered": [[box, key]]}}), ex=600)
+
+    report = purge(settings, box)
+    assert report.to_json() == {
+        "mailbox_id": box,
+        "fulltext_docs": 6,
+        "vector_points": 6,
+        "cached_vectors": 4,
+        "participants": report.participants,
+        "dead_letters": 2,
+        "task_results": 1,
+        "table_still_has_messages": True,
+        "removed": 19 + report.participants,
+    }
+    assert report.participants > 0
+
+    # Each store, queried directly.
+    assert opensearch_docs(settings, box) == {}
+    assert qdrant_points(settings, box) == {}
+    with open_engines(settings) as engines:
+        assert set(engines.vectors.cached_vectors(own_texts)) == set()
+        assert set(engines.vectors.cached_vectors(shared_texts)) == shared_texts
+        assert box not in engines.vectors.mailbox_ids() | engines.fulltext.mailbox_ids()
+    assert _participant_items(ddb, settings, box) == 0
+    assert [e.id for e in dlq.list()] == [kept.id]
+    assert not redis.exists(result_key)
+
+    # The other mailbox is intact; the purged one is only "missing" (the table still has it).
+    assert reconcile(settings, mailbox=other).drifted == 0
+    again = reconcile(settings, mailbox=box)
+    assert {(d.index, d.kind) for d in again.found} == {
+        ("fulltext", "missing"),
+        ("vectors", "missing"),
+    }
+    assert len(opensearch_docs(settings, other)) == 2
+
+    # Idempotent, through the CLI.
+    cli = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox", box, "--json"],
+        env={**os.environ, **to_env(settings)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert json.loads(cli.stdout)["removed"] == 0
+    assert (box, key) not in qdrant_points(settings)
+
+
+def test_purge_rejects_a_bad_mailbox_id(settings: Settings) -> None:
+    with pytest.raises(ValueError, match="#"):
+        purge(settings, "a#b")
