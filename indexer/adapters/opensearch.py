@@ -30,6 +30,7 @@ from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 
 MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
+WRITE_ALIAS_SUFFIX = "-write"
 MAPPING_VERSION = 1
 
 
@@ -71,21 +72,37 @@ class OpenSearchIndex:
     def index_name(self, version: int = MAPPING_VERSION) -> str:
         return f"{self.alias}-v{version}"
 
-    def ensure(self, version: int = MAPPING_VERSION) -> str:
-        """Apply the template, create the index and point the alias at it (idempotent).
+    @property
+    def write_alias(self) -> str:
+        """Extra write targets: the index being built by a reindex, or the one kept for rollback.
 
-        When the alias already exists it is left alone: a reindex moves it, not start-up.
+        Searches read ``alias`` only; every write goes to the members of both aliases.
+        """
+        return f"{self.alias}{WRITE_ALIAS_SUFFIX}"
+
+    def put_template(self, version: int = MAPPING_VERSION) -> None:
+        """The template of one mapping version, matching only that version's index name.
+
+        One template per version (priority = version) so that a worker still running older code
+        and a reindex to a newer version never fight over one shared template.
         """
         body = mapping_file(version)
         template = {
-            "index_patterns": [f"{self.alias}-v*"],
+            "index_patterns": [self.index_name(version)],
+            "priority": 100 + version,
             "version": body["version"],
             "template": body["template"],
             "_meta": {"mapping_version": version, "owner": "mail-search-sidecar"},
         }
         self._call(
-            self.client.indices.put_index_template, name=f"{self.alias}-messages", body=template
+            self.client.indices.put_index_template,
+            name=f"{self.alias}-messages-v{version}",
+            body=template,
         )
+
+    def create_index(self, version: int) -> str:
+        """Create ``<alias>-v<version>`` from its template, in no alias (idempotent)."""
+        self.put_template(version)
         name = self.index_name(version)
         if not self._call(self.client.indices.exists, index=name):
             try:
@@ -93,15 +110,25 @@ class OpenSearchIndex:
             except TransportError as exc:
                 if "resource_already_exists" not in str(exc.error):
                     raise
-        if not self._call(self.client.indices.exists_alias, name=self.alias):
-            self._call(
-                self.client.indices.update_aliases,
-                body={
-                    "actions": [
-                        {"add": {"index": name, "alias": self.alias, "is_write_index": True}}
-                    ]
-                },
-            )
+        return name
+
+    def ensure(self, version: int = MAPPING_VERSION) -> str:
+        """Apply the template; on a fresh cluster create the index and point the alias at it.
+
+        When the alias already exists nothing else is created: a reindex moves it, not start-up
+        (a process running newer code must not leave an empty unaliased index behind).
+        """
+        self.put_template(version)
+        current = self.aliases()[self.alias]
+        if current:
+            return current[0]
+        name = self.create_index(version)
+        self._call(
+            self.client.indices.update_aliases,
+            body={
+                "actions": [{"add": {"index": name, "alias": self.alias, "is_write_index": True}}]
+            },
+        )
         return name
 
     def _call(self, method: Any, **kwargs: Any) -> Any:
@@ -112,17 +139,28 @@ class OpenSearchIndex:
                 raise TransientError(f"opensearch: {exc}") from exc
             raise
 
-    def write_targets(self) -> list[str]:
-        """Indices every write goes to: the alias's members (two during a reindex)."""
+    def aliases(self) -> dict[str, list[str]]:
+        """Members of the read alias and of the write alias (one cluster-state read)."""
         try:
-            found = self.client.indices.get_alias(name=self.alias)
+            found = self.client.indices.get_alias(name=f"{self.alias}*")
         except NotFoundError:
-            return []
+            found = {}
         except Exception as exc:
             if is_transient(exc):
                 raise TransientError(f"opensearch: {exc}") from exc
             raise
-        return sorted(found)
+        return {
+            name: sorted(i for i, v in found.items() if name in v.get("aliases", {}))
+            for name in (self.alias, self.write_alias)
+        }
+
+    def write_targets(self) -> list[str]:
+        """Indices every write goes to: the read alias's and the write alias's members.
+
+        Read afresh for every batch (no cache), so a target added by ``sidecar reindex`` is used
+        by every write that starts after the alias change was acknowledged.
+        """
+        return sorted({i for members in self.aliases().values() for i in members})
 
     def refresh(self) -> None:
         """Make every acknowledged write visible to searches (reconcile, purge, tests)."""

@@ -10,6 +10,7 @@ from indexer.cli import (
     demo_cmds,
     ops_cmds,
     pipeline_cmds,
+    reindex_cmds,
     stack_cmds,
     tail_cmds,
     writer_cmds,
@@ -29,6 +30,7 @@ for module in (
     tail_cmds,
     backfill_cmds,
     ops_cmds,
+    reindex_cmds,
     api_cmds,
     demo_cmds,
 ):

@@ -1,0 +1,293 @@
+"""``sidecar reindex``: move the full-text index to a new mapping version with no downtime.
+
+Two aliases describe the state (both read in one cluster-state request by every write):
+
+- ``<alias>``: what searches read (one index);
+- ``<alias>-write``: extra write targets — the index being built, or after the swap the
+  previous index, kept in step so that ``--rollback`` loses nothing.
+
+Every full-text write goes to the members of both (:meth:`OpenSearchIndex.write_targets`).
+Steps: create ``<alias>-v<N>`` from its template and add it to ``<alias>-write``; backfill it
+from a strongly consistent Scan of the table through the normal full-text tasks; verify the
+per-mailbox message counts (table = old = new); swap both aliases in one ``_aliases``
+request; keep the old index as a write target. ``--rollback`` swaps back, ``--finish`` drops
+the kept index. A failed build is taken out of the write alias and deleted.
+
+Why no update made during the reindex is lost (records are triggers, see ``sync.py``): every
+full-text batch reads the target list afresh (no cache). Let T0 be the moment the new index
+joined ``<alias>-write`` (acknowledged). A batch that wrote a change C to the old index only
+read the targets before T0; it was processing a record of C, which exists only once C has
+happened, so C happened before T0. The backfill's Scan starts after T0 (plus ``settle_s`` of
+margin), with ``ConsistentRead``, and each backfilled message is then read by a worker: it sees
+C (or a later state). A change after T0 is handled by a batch that reads the targets after T0,
+so it writes the new index too (a verify round that meets a newer change rewrites only the
+old targets, but that change has its own record). Both kinds of writers follow
+read-write-verify, so the new index converges to the table exactly as the old one does. The
+swap moves both aliases in one atomic ``_aliases`` request: the set of write targets never
+shrinks and searches always find exactly one index. No lock is taken: live updates never wait
+for, or give up because of, a reindex. (A target cache with a TTL would need ``settle_s`` >
+TTL: a batch could use a list read before T0 for a change made after it.)
+
+Requirement: every worker runs code that knows ``<alias>-write`` (this version or later).
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from itertools import islice
+from typing import Any
+
+from indexer.adapters import aws
+from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
+from indexer.core.errors import RecordError
+from indexer.core.items import ItemKind, classify
+from indexer.core.plan import MessageRef
+from indexer.pipeline import deps
+from indexer.pipeline.ingest import Pending
+from indexer.pipeline.runner import celery_send
+from indexer.settings import Settings
+
+Say = Callable[[str], None]
+WINDOW = 8  # full-text batches in flight during the backfill
+
+
+class ReindexError(RuntimeError):
+    """The reindex cannot start or did not verify; the read alias was not moved."""
+
+
+@dataclass
+class ReindexReport:
+    """What a reindex did: indices, messages backfilled, per-mailbox (table, old, new) counts."""
+
+    old: str
+    new: str
+    backfilled: int = 0
+    dead_lettered: list[MessageRef] = field(default_factory=list)
+    counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+def index_version(index: OpenSearchIndex, name: str) -> int:
+    """The mapping version in an index name ``<alias>-v<N>``."""
+    found = re.fullmatch(re.escape(index.alias) + r"-v(\d+)", name)
+    if not found:
+        raise ReindexError(f"{name} is not an index of the {index.alias}-v<N> family")
+    return int(found.group(1))
+
+
+def _single(members: list[str], what: str) -> str:
+    if len(members) != 1:
+        raise ReindexError(f"{what} should name one index, it names {members or 'none'}")
+    return members[0]
+
+
+# -- table side ---------------------------------------------------------------------------------
+def message_refs(ddb: Any, table: str) -> Iterator[MessageRef]:
+    """Every Message item of the table: a strongly consistent, paged Scan of keys only."""
+    args: dict[str, Any] = {
+        "TableName": table,
+        "ProjectionExpression": "PK, SK",
+        "FilterExpression": "begins_with(SK, :m)",
+        "ExpressionAttributeValues": {":m": {"S": "MSG#"}},
+        "ConsistentRead": True,
+    }
+    while True:
+        page = ddb.scan(**args)
+        for item in page.get("Items", []):
+            try:
+                ref = classify(item["PK"]["S"], item["SK"]["S"])
+            except RecordError:
+                continue  # not an item of the mail layout: nothing to index
+            if ref.kind is ItemKind.MESSAGE and ref.message_key:
+                yield MessageRef(ref.mailbox_id, ref.message_key)
+        if "LastEvaluatedKey" not in page:
+            return
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def table_counts(ddb: Any, table: str) -> dict[str, int]:
+    return dict(Counter(ref.mailbox_id for ref in message_refs(ddb, table)))
+
+
+# -- index side ---------------------------------------------------------------------------------
+def index_counts(index: OpenSearchIndex, name: str) -> dict[str, int]:
+    """Documents per mailbox in one concrete index (paged composite aggregation)."""
+    found: dict[str, int] = {}
+    after: dict[str, Any] | None = None
+    while True:
+        composite: dict[str, Any] = {
+            "size": 1000,
+            "sources": [{"m": {"terms": {"field": "mailbox_id"}}}],
+        }
+        if after:
+            composite["after"] = after
+        body = {"size": 0, "aggs": {"m": {"composite": composite}}}
+        agg = index.client.search(index=name, body=body)["aggregations"]["m"]
+        found.update({b["key"]["m"]: int(b["doc_count"]) for b in agg["buckets"]})
+        after = agg.get("after_key")
+        if not agg["buckets"] or after is None:
+            return found
+
+
+def swap(index: OpenSearchIndex, *, read: str, keep: str) -> None:
+    """Searches read ``read``; ``keep`` stays a write target. One atomic ``_aliases`` request,
+    so the union of write targets is the same before and after it."""
+    actions: list[dict[str, Any]] = [
+        {"remove": {"index": keep, "alias": index.alias}},
+        {"remove": {"index": read, "alias": index.write_alias}},
+        {"add": {"index": read, "alias": index.alias, "is_write_index": True}},
+        {"add": {"index": keep, "alias": index.write_alias}},
+    ]
+    index.client.indices.update_aliases(body={"actions": actions})
+
+
+# -- steps --------------------------------------------------------------------------------------
+def _start(index: OpenSearchIndex, version: int, say: Say) -> tuple[str, str]:
+    """Check the state, create the new index and make it a write target (time T0)."""
+    state = index.aliases()
+    old = _single(state[index.alias], f"alias {index.alias}")
+    if state[index.write_alias]:
+        raise ReindexError(
+            f"{index.write_alias} already names {state[index.write_alias]}: a reindex is running, "
+            "or its previous index is kept for rollback (`sidecar reindex --finish` drops it)"
+        )
+    new = index.index_name(version)
+    if new == old:
+        raise ReindexError(f"{index.alias} already reads {old}; choose another --to-version")
+    if index.client.indices.exists(index=new):
+        say(f"deleting {new}: an unaliased leftover of an earlier attempt")
+        index.client.indices.delete(index=new)
+    index.create_index(version)
+    index.client.indices.update_aliases(
+        body={"actions": [{"add": {"index": new, "alias": index.write_alias}}]}
+    )
+    say(f"{new} created (mapping v{version}) and added to {index.write_alias}")
+    return old, new
+
+
+def _chunks(refs: Iterable[MessageRef], size: int) -> Iterator[list[MessageRef]]:
+    it = iter(refs)
+    while batch := list(islice(it, size)):
+        yield batch
+
+
+def backfill(settings: Settings, timeout_s: float) -> tuple[int, list[MessageRef]]:
+    """Send every message of the table through the normal full-text task; wait for all.
+
+    The tasks write to every target, the new index included; returns (messages, dead-lettered).
+    """
+    send, ddb = celery_send(settings), aws.client(settings, "dynamodb")
+    window: deque[Pending] = deque()
+    sent, dead = 0, list[MessageRef]()
+
+    def collect() -> None:
+        result = window.popleft().get(timeout=timeout_s, propagate=True)
+        dead.extend(MessageRef.from_json(r) for r in result.get("dead_lettered", []))
+
+    for batch in _chunks(message_refs(ddb, settings.table), settings.batch_messages):
+        window.append(
+            send("fulltext", {"messages": [r.to_json() for r in batch], "participants": []})
+        )
+        sent += len(batch)
+        while len(window) > WINDOW:
+            collect()
+    while window:
+        collect()
+    return sent, dead
+
+
+def verify(
+    settings: Settings, index: OpenSearchIndex, old: str, new: str, timeout_s: float, say: Say
+) -> dict[str, tuple[int, int, int]]:
+    """Per mailbox, table = old = new message counts, each seen once after the backfill.
+
+    Under live writes the three can differ for a moment (a change not yet applied); a mailbox
+    counts as verified once a round finds the three equal. Raises if one never does.
+    """
+    ddb, confirmed = aws.client(settings, "dynamodb"), set()
+    deadline = time.monotonic() + timeout_s
+    while True:
+        table = table_counts(ddb, settings.table)
+        index.client.indices.refresh(index=f"{old},{new}")
+        have_old, have_new = index_counts(index, old), index_counts(index, new)
+        boxes = set(table) | set(have_old) | set(have_new)
+        counts = {b: (table.get(b, 0), have_old.get(b, 0), have_new.get(b, 0)) for b in boxes}
+        confirmed |= {b for b, (t, o, n) in counts.items() if t == o == n}
+        if boxes <= confirmed:
+            return counts
+        open_ = {b: counts[b] for b in sorted(boxes - confirmed)[:5]}
+        if time.monotonic() > deadline:
+            raise ReindexError(f"counts (table, old, new) never agreed for {open_}")
+        say(f"waiting for counts (table, old, new): {open_}")
+        time.sleep(1.0)
+
+
+def _abort(index: OpenSearchIndex, new: str) -> None:
+    """Take a half-built index out of the writes and delete it (the read alias never moved)."""
+    index.client.indices.update_aliases(
+        body={"actions": [{"remove": {"index": new, "alias": index.write_alias}}]},
+        ignore=[404],
+    )
+    index.client.indices.delete(index=new, ignore=[404])
+
+
+def reindex(
+    settings: Settings,
+    to_version: int = MAPPING_VERSION,
+    *,
+    settle_s: float = 2.0,
+    verify_timeout_s: float = 300.0,
+    task_timeout_s: float = 3600.0,
+    say: Say = lambda _msg: None,
+) -> ReindexReport:
+    """Build ``<alias>-v<to_version>`` beside the live index, verify it, swap the alias."""
+    began = time.monotonic()
+    index = deps.fulltext_index(settings)
+    old, new = _start(index, to_version, say)
+    report = ReindexReport(old, new)
+    try:
+        # Writes read the targets per batch (no cache): any margin suffices; see the docstring.
+        time.sleep(settle_s)
+        report.backfilled, report.dead_lettered = backfill(settings, task_timeout_s)
+        say(f"backfilled {report.backfilled} messages ({len(report.dead_lettered)} dead-lettered)")
+        if report.dead_lettered:
+            raise ReindexError(
+                f"{len(report.dead_lettered)} message(s) rejected; see `sidecar dlq`"
+            )
+        report.counts = verify(settings, index, old, new, verify_timeout_s, say)
+        swap(index, read=new, keep=old)
+    except BaseException:
+        _abort(index, new)
+        raise
+    say(f"{index.alias} now reads {new}; {old} is kept in step for `sidecar reindex --rollback`")
+    report.seconds = time.monotonic() - began
+    return report
+
+
+def rollback(settings: Settings) -> tuple[str, str]:
+    """Searches read the kept index again; the other one stays a write target (roll forward
+    is another ``--rollback``). Returns (now read, now kept)."""
+    index = deps.fulltext_index(settings)
+    state = index.aliases()
+    current = _single(state[index.alias], f"alias {index.alias}")
+    kept = _single(state[index.write_alias], f"alias {index.write_alias}")
+    swap(index, read=kept, keep=current)
+    return kept, current
+
+
+def finish(settings: Settings, grace_s: float = 30.0, say: Say = lambda _msg: None) -> str:
+    """Stop writing the kept index, wait ``grace_s`` for batches that read the targets before
+    that, then delete it. Returns its name."""
+    index = deps.fulltext_index(settings)
+    kept = _single(index.aliases()[index.write_alias], f"alias {index.write_alias}")
+    index.client.indices.update_aliases(
+        body={"actions": [{"remove": {"index": kept, "alias": index.write_alias}}]}
+    )
+    say(f"{kept} is no longer written; deleting it in {grace_s:.0f}s")
+    time.sleep(grace_s)
+    index.client.indices.delete(index=kept, ignore=[404])
+    return kept
