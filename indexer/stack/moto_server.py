@@ -1,4 +1,4 @@
-"""Run moto's server with one fix: cheap rollback snapshots for ``TransactWriteItems``.
+"""Run moto's server with two fixes: cheap ``TransactWriteItems`` snapshots, partition Queries.
 
 moto 5.2.5 deep-copies the *whole table* (items and stream records) once per operation of
 every transaction, to roll back on failure. With the writer's ~30-operation transactions that
@@ -6,13 +6,19 @@ makes loading grow quadratically in time, and the copies (cyclic through the str
 pile up: loading 176 messages took the server to ~8 GB. This launcher snapshots only the items
 a transaction touches plus the stream's length, and restores exactly those on failure —
 the same observable behaviour (all-or-nothing items, no stream records for a cancelled
-transaction) at O(transaction) cost. Everything else is moto as shipped.
+transaction) at O(transaction) cost.
+
+moto also answers a base-table ``Query`` by sorting and walking *every* item of the table
+(~3 s per Query at 86k items), though the key condition names one partition. The second fix
+hands that code only the named partition's items: same results, O(partition) cost. Index
+(GSI) queries and everything else are moto as shipped.
 """
 
 from __future__ import annotations
 
 import copy
 import sys
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -71,8 +77,38 @@ def _restore(backend: Any, snapshot: Snapshot) -> None:
             del shard.items[length:]
 
 
+_partition = threading.local()
+
+
+def _patch_query() -> None:
+    """Let a base-table Query see only its partition (moto's server answers on threads)."""
+    from moto.dynamodb.models.table import Table
+
+    all_items: Callable[[Any], list[Any]] = Table.all_items
+    query: Callable[..., Any] = Table.query
+
+    def partition_items(self: Any) -> list[Any]:
+        hash_key = getattr(_partition, "key", None)
+        if hash_key is None or not self.range_key_attr:
+            return all_items(self)
+        rows = self.items.get(hash_key)  # .get: items is a defaultdict
+        return sorted(rows.values(), key=lambda item: item.range_key) if rows else []
+
+    def partition_query(self: Any, hash_key: Any, *args: Any, **kwargs: Any) -> Any:
+        index_name = kwargs.get("index_name", args[6] if len(args) > 6 else None)
+        _partition.key = None if index_name else hash_key
+        try:
+            return query(self, hash_key, *args, **kwargs)
+        finally:
+            _partition.key = None
+
+    Table.all_items = partition_items  # type: ignore[method-assign]
+    Table.query = partition_query  # type: ignore[method-assign]
+
+
 def patch() -> None:
-    """Install the cheap snapshot in place of moto's whole-table deep copy."""
+    """Install the cheap snapshot and the partition-only Query."""
+    _patch_query()
     import moto.dynamodb.models as models
     from moto.dynamodb.models.table import Table
 

@@ -300,11 +300,15 @@ def refresh_thread(client: Any, table: str, mailbox_id: str, thread_key: str) ->
     _transact(client, build, identity=0)
 
 
-def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) -> bool:
+def delete_message(
+    client: Any, table: str, mailbox_id: str, message_id: str, stored: MessageItems | None = None
+) -> bool:
     """Delete every item of a message and fix its thread summary; False when not stored.
 
     Found through its META pointer. In the same transaction, guarded like a store, the summary
     is recomputed from the thread's remaining Message items (Query), or deleted if none remain.
+    ``stored`` (the items the email was stored as) names its participant and reference rows,
+    as a production writer would from the stored email; without it they are found by Scan.
     """
     mk = sha256_hex(message_id)
     mpk = message_pk(validate_mailbox_id(mailbox_id), mk)
@@ -319,7 +323,11 @@ def delete_message(client: Any, table: str, mailbox_id: str, message_id: str) ->
         {"Delete": {"TableName": table, "Key": _key(mpk, "META"), "ConditionExpression": there}},
         {"Delete": {"TableName": table, "Key": _key(mpk, "BODY")}},
     ]
-    side_keys = _side_keys(client, table, mailbox_id, mk)
+    side_keys = (
+        [_key(i["PK"], i["SK"]) for i in stored.side_items]
+        if stored is not None
+        else _side_keys(client, table, mailbox_id, mk)
+    )
     side = [{"Delete": {"TableName": table, "Key": k}} for k in side_keys]
     room = _TXN_LIMIT - len(head) - 1
 
