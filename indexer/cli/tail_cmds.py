@@ -9,6 +9,8 @@ from typing import Annotated
 
 import typer
 
+from indexer.logs import configure_unless_configured
+from indexer.metrics import serve_process_metrics
 from indexer.settings import Settings, get_settings
 from indexer.sources.tail import StartAt, StreamTailer, TailOptions
 
@@ -53,6 +55,9 @@ def tail(
     ] = "trim_horizon",
     lease_s: Annotated[float, typer.Option(help="Lease duration (standby takeover).")] = 10.0,
     renew_s: Annotated[float, typer.Option(help="Lease renewal interval.")] = 3.0,
+    metrics_port: Annotated[
+        int | None, typer.Option(help="Serve /metrics here (default: SIDECAR_METRICS_PORT; 0 off).")
+    ] = None,
 ) -> None:
     """Tail the table's stream until SIGTERM/SIGINT; exit 1 if records expired unread (a gap:
     run `sidecar backfill`). Several may run: one reads, the others stand by."""
@@ -61,7 +66,10 @@ def tail(
     settings = get_settings()
     if table:
         settings = settings.model_copy(update={"table": table})
-    logging.basicConfig(level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s %(message)s")
+    configure_unless_configured(logging.INFO)
+    port = settings.metrics_port if metrics_port is None else metrics_port
+    if port:
+        serve_process_metrics(settings, port)
     tailer = build_tailer(
         settings, "latest" if start_at == "latest" else "trim_horizon", lease_s, renew_s
     )
@@ -73,6 +81,9 @@ def tail(
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
     tailer.run(stop)
+    logging.getLogger("indexer.tail").info(
+        "tail stopped", extra={"applied": tailer.applied, "gaps": len(tailer.gaps)}
+    )
     raise typer.Exit(1 if tailer.gaps else 0)
 
 
