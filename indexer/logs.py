@@ -33,3 +33,25 @@ def configure(level: int = logging.INFO, *names: str) -> None:
         logger.handlers[:] = [handler]
         logger.setLevel(level)
         logger.propagate = False
+
+
+def configure_unless_configured(level: int = logging.INFO) -> None:
+    """JSON lines on stderr for a command's process, unless logging is already set up (a test
+    runner's capture, an embedding application): then theirs is left alone."""
+    if not logging.getLogger().handlers:
+        configure(level)
+
+
+def celery_json_logs() -> None:
+    """Make Celery workers log JSON lines too: reformat the handlers Celery installs.
+
+    Connected when the tasks module is imported, which a worker does before it sets up logging.
+    """
+    from celery.signals import after_setup_logger, after_setup_task_logger
+
+    def reformat(logger: logging.Logger | None = None, **_: Any) -> None:
+        for handler in logger.handlers if logger is not None else ():
+            handler.setFormatter(JsonFormatter())
+
+    after_setup_logger.connect(reformat, weak=False)
+    after_setup_task_logger.connect(reformat, weak=False)

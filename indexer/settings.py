@@ -55,6 +55,16 @@ class Settings(BaseSettings):
     embed_max_tokens: int = Field(default=256, ge=16, le=512)
     embed_threads: int = Field(default=2, ge=1)
 
+    # Metrics (Prometheus).
+    metrics_port: int = Field(
+        default=0,
+        ge=0,
+        le=65535,
+        description="Port of `sidecar tail`'s and `sidecar worker`'s /metrics; 0 = off. "
+        "The API serves /metrics on its own port.",
+    )
+    metrics_host: str = Field(default="127.0.0.1", description="Address the metrics port binds.")
+
     # API.
     api_host: str = "127.0.0.1"
     api_port: int = 8080

@@ -10,7 +10,9 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
+from indexer.metrics import API_LATENCY, queue_registry
 from indexer.settings import Settings, get_settings
 from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable
@@ -19,6 +21,7 @@ from search_api.query import QueryError
 from search_api.routes import router
 
 log = logging.getLogger("search_api")
+MODES = frozenset({"fulltext", "semantic", "hybrid"})
 
 DESCRIPTION = """Search one mailbox at a time (Bearer token; each token may read a set of
 mailboxes). `q` syntax: free terms (all must match), `"exact phrase"`, `OR` (binds tighter
@@ -44,6 +47,7 @@ def create_app(settings: Settings | None = None) -> FastAPI:
         title="mail-search-sidecar", version="1", description=DESCRIPTION, lifespan=lifespan
     )
     app.include_router(router)
+    _metrics(app, settings)
     _errors(app)
     app.middleware("http")(_access_log)
     return app
@@ -77,22 +81,41 @@ def _errors(app: FastAPI) -> None:
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
 
+def _metrics(app: FastAPI, settings: Settings) -> None:
+    """``GET /metrics`` on the API's port, without a token: counters, latencies and queue
+    depths only (no mail content, mailbox ids or message keys ever become labels)."""
+    queues = queue_registry(settings)
+
+    @app.get("/metrics", include_in_schema=False)
+    def metrics() -> Response:
+        body = generate_latest(REGISTRY) + generate_latest(queues)
+        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+
 async def _access_log(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     """One line per request: route, status, latency, result count — never the token."""
     started = time.perf_counter()
     response = await call_next(request)
-    route = getattr(request.scope.get("route"), "path", request.url.path)
+    elapsed = time.perf_counter() - started
+    matched = getattr(request.scope.get("route"), "path", None)
+    route = matched or request.url.path
+    mode = request.query_params.get("mode")
+    API_LATENCY.labels(
+        matched or "<unmatched>",  # raw paths would be unbounded label values
+        mode if mode in MODES else "",
+        str(response.status_code),
+    ).observe(elapsed)
     log.info(
         "request",
         extra={
             "method": request.method,
             "route": route,
             "status": response.status_code,
-            "latency_ms": round((time.perf_counter() - started) * 1000, 1),
+            "latency_ms": round(elapsed * 1000, 1),
             "results": getattr(request.state, "results", None),
-            "mode": request.query_params.get("mode"),
+            "mode": mode,
         },
     )
     return response

@@ -7,8 +7,11 @@ fetched from a hub at run time.
 from __future__ import annotations
 
 import os
+import time
 from collections.abc import Sequence
 from typing import Any
+
+from indexer.metrics import EMBED_BATCH, EMBED_SECONDS, EMBEDDED_TEXTS
 
 MODEL_SLUG = "all-minilm-l6-v2"
 DIMENSION = 384
@@ -35,6 +38,7 @@ class Embedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         if not texts:
             return []
+        started = time.perf_counter()
         vectors = self._model.encode(
             list(texts),
             batch_size=self.batch_size,
@@ -42,4 +46,7 @@ class Embedder:
             convert_to_numpy=True,
             show_progress_bar=False,
         )
+        EMBED_SECONDS.observe(time.perf_counter() - started)
+        EMBED_BATCH.observe(len(texts))
+        EMBEDDED_TEXTS.inc(len(texts))
         return [list(map(float, row)) for row in vectors]

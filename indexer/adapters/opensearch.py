@@ -27,6 +27,7 @@ from opensearchpy.exceptions import (
 from indexer.core.documents import point_id
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
+from indexer.metrics import BULK_ERRORS, bulk_error_class
 from indexer.settings import Settings
 
 MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
@@ -262,6 +263,7 @@ class OpenSearchIndex:
                     self._outcome(ok, item, by_id, poison, transient)
             except Exception as exc:
                 if is_transient(exc):
+                    BULK_ERRORS.labels("connection").inc()
                     raise TransientError(f"opensearch bulk: {exc}") from exc
                 raise
         if transient:
@@ -281,6 +283,7 @@ class OpenSearchIndex:
         if ok or (op == "delete" and status == 404):
             return
         reason = json.dumps(result.get("error", result.get("exception", "")))[:500]
+        BULK_ERRORS.labels(bulk_error_class(status)).inc()
         if status == 429 or status >= 500 or status == 0:
             transient.append(f"{status} {reason}")
         elif result.get("_id") in by_id:

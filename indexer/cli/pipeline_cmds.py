@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -11,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from indexer.settings import get_settings
+from indexer.settings import Settings, get_settings
 
 console = Console(stderr=True)
 dlq_app = typer.Typer(help="Inspect and redrive the dead-letter store.", no_args_is_help=True)
@@ -23,6 +28,12 @@ def worker(
         int, typer.Option(help="Processes per role (vectors: 1 when embedded).")
     ] = 1,
     loglevel: Annotated[str, typer.Option()] = "INFO",
+    metrics_port: Annotated[
+        int | None,
+        typer.Option(
+            help="Serve the workers' /metrics here (default: SIDECAR_METRICS_PORT; 0 off)."
+        ),
+    ] = None,
 ) -> None:
     """Start Celery workers: one per queue, so full-text never waits behind embedding."""
     from indexer.pipeline.runner import ROLES, spawn_workers, supervise
@@ -30,7 +41,29 @@ def worker(
     roles = ROLES if role == "all" else (role,)
     if any(r not in ROLES for r in roles):
         raise typer.BadParameter(f"role must be all, {' or '.join(ROLES)}")
-    raise typer.Exit(supervise(spawn_workers(get_settings(), roles, concurrency, loglevel)))
+    settings = get_settings()
+    port = settings.metrics_port if metrics_port is None else metrics_port
+    with _worker_metrics(settings, port):
+        code = supervise(spawn_workers(settings, roles, concurrency, loglevel))
+    raise typer.Exit(code)
+
+
+@contextmanager
+def _worker_metrics(settings: Settings, port: int) -> Iterator[None]:
+    """With a port: the workers (and their pool children) count in Prometheus's multiprocess
+    mode under a fresh directory, and this supervisor serves the sum."""
+    if not port:
+        yield
+        return
+    from indexer.metrics import serve_multiprocess_metrics
+
+    directory = tempfile.mkdtemp(prefix="sidecar-metrics-")
+    os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory  # inherited by spawn_workers
+    try:
+        serve_multiprocess_metrics(settings, port, directory)
+        yield
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 def ingest(

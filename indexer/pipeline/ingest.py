@@ -17,6 +17,7 @@ from typing import Any, Protocol
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
 from indexer.core.records import decode_record
+from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ
 from indexer.pipeline.sources import RawRecord
 
 
@@ -60,6 +61,7 @@ class Ingestor:
 
     def feed(self, item: RawRecord) -> None:
         self.summary.read += 1
+        RECORDS_READ.inc()
         try:
             if item.error is not None:
                 raise item.error
@@ -67,6 +69,7 @@ class Ingestor:
         except RecordError as exc:
             self.summary.decode_failed += 1
             self.summary.dead_lettered += 1
+            RECORDS_DEAD_LETTERED.inc()
             self._dead_letter(item, exc.reason)
             return
         if not touched:
@@ -111,10 +114,11 @@ class Ingestor:
                 result = pending.get(timeout=max(1.0, deadline - time.monotonic()), propagate=True)
                 failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
                 self.summary.embedded += int(result.get("embedded", 0))
-            for ref, count in batch.records.items():
-                if ref in failed:
-                    self.summary.dead_lettered += count
-                else:
-                    self.summary.applied += count
+            dead = sum(n for ref, n in batch.records.items() if ref in failed)
+            applied = sum(batch.records.values()) - dead
+            self.summary.dead_lettered += dead
+            self.summary.applied += applied
+            RECORDS_DEAD_LETTERED.inc(dead)
+            RECORDS_APPLIED.inc(applied)
         self.summary.waited = True
         return self.summary

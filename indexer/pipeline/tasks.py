@@ -17,12 +17,15 @@ from celery import Task
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.retry import backoff_seconds
+from indexer.logs import celery_json_logs
+from indexer.metrics import MESSAGES
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import get_settings
 
 log = logging.getLogger(__name__)
+celery_json_logs()
 
 
 def _refs(payload: dict[str, Any]) -> list[MessageRef]:
@@ -39,6 +42,8 @@ def _finish(
     stage: str, outcome: Outcome, refs: list[MessageRef], payload: dict[str, Any]
 ) -> dict[str, Any]:
     dlq = deps.dead_letters(get_settings())
+    MESSAGES.labels(stage, "applied").inc(len(outcome.applied))
+    MESSAGES.labels(stage, "dead_lettered").inc(len(outcome.poison))
     for ref, reason in outcome.poison.items():
         dlq.add(
             stage=stage,
@@ -66,6 +71,7 @@ def _run(
         transient = isinstance(exc, TransientError)
         if task.request.retries < settings.max_retries:
             delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
+            MESSAGES.labels(stage, "retried").inc(len(refs))
             log.warning(
                 "%s batch failed (%s), retry in %.1fs: %s", stage, type(exc).__name__, delay, exc
             )

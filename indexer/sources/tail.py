@@ -30,6 +30,7 @@ from redis.exceptions import RedisError
 
 from indexer.adapters.streams import list_shards, portable
 from indexer.core.retry import backoff_seconds
+from indexer.metrics import STREAM_LAG
 from indexer.pipeline.sources import RawRecord
 from indexer.sources.checkpoints import Checkpoint, Lease
 
@@ -270,9 +271,22 @@ class StreamTailer:
         if last is not None:
             shard.trimmed = False
         shard.iterator = page.next_iterator
+        self._observe_lag(shard.shard_id, page)
+
+    @staticmethod
+    def _observe_lag(shard_id: str, page: _Page) -> None:
+        if page.next_iterator is None:
+            STREAM_LAG.forget(shard_id)
+        elif page.records:
+            STREAM_LAG.applied(
+                shard_id, page.records[-1]["dynamodb"].get("ApproximateCreationDateTime")
+            )
+        else:
+            STREAM_LAG.caught_up(shard_id)
 
     def _on_error(self, shard: _Shard, exc: Exception) -> None:
         code = error_code(exc)
+        STREAM_LAG.behind(shard.shard_id)
         if code == "ExpiredIteratorException":
             log.info("iterator of shard %s expired; re-acquiring from checkpoint", shard.shard_id)
             shard.iterator = None

@@ -1,0 +1,203 @@
+"""Prometheus metrics of every sidecar process, and how each process exposes them.
+
+Definitions live here, beside nothing else, so adapters, the pipeline, the tailer and the API
+import them without import cycles. Exposure:
+- ``sidecar serve``: ``GET /metrics`` on the API's port (no token: it carries counts, queue
+  names and shard ids, never mail content, mailbox ids or message keys);
+- ``sidecar tail``: its own HTTP server on ``SIDECAR_METRICS_PORT`` (0 = off);
+- ``sidecar worker``: Celery's prefork children count in Prometheus's multiprocess mode
+  (files under a directory the supervisor creates), and the supervisor serves their sum on
+  ``SIDECAR_METRICS_PORT``.
+Queue depths and the dead-letter count are read from Redis at scrape time by
+:class:`QueueCollector`, so every process reports the same current values.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections.abc import Iterator
+from datetime import datetime
+from typing import Any
+
+from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.multiprocess import MultiProcessCollector
+from prometheus_client.registry import Collector
+
+from indexer.settings import Settings
+
+log = logging.getLogger(__name__)
+
+RECORDS_READ = Counter(
+    "sidecar_records_read_total", "Stream records read (tail, backfill, ingest) and fed in."
+)
+RECORDS_APPLIED = Counter(
+    "sidecar_records_applied_total", "Records whose messages were applied to both indexes."
+)
+RECORDS_DEAD_LETTERED = Counter(
+    "sidecar_records_dead_lettered_total",
+    "Records dead-lettered: undecodable, or naming a message that an index rejected.",
+)
+MESSAGES = Counter(
+    "sidecar_worker_messages_total",
+    "Messages a worker synced, by stage (fulltext, vectors) and outcome "
+    "(applied, dead_lettered, retried).",
+    ["stage", "outcome"],
+)
+BULK_ERRORS = Counter(
+    "sidecar_opensearch_bulk_errors_total",
+    "OpenSearch bulk failures by class: rejected_429 and server_5xx (retried), client_4xx "
+    "(the message is dead-lettered), connection (the whole bulk call is retried).",
+    ["error_class"],
+)
+EMBED_BATCH = Histogram(
+    "sidecar_embed_batch_size",
+    "Texts per embedding call (only texts neither the point nor the cache had).",
+    buckets=(1, 2, 4, 8, 16, 32, 64, 128, 256, 512),
+)
+EMBED_SECONDS = Histogram(
+    "sidecar_embed_seconds",
+    "Seconds per embedding call.",
+    buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
+)
+EMBEDDED_TEXTS = Counter("sidecar_embedded_texts_total", "Texts embedded (rate = texts/s).")
+API_LATENCY = Histogram(
+    "sidecar_api_request_seconds",
+    "API request latency by route template, search mode and status code.",
+    ["route", "mode", "status"],
+    buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
+)
+
+
+def bulk_error_class(status: int) -> str:
+    if status == 429:
+        return "rejected_429"
+    if status >= 500 or status == 0:
+        return "server_5xx"
+    return "client_4xx"
+
+
+def epoch_seconds(value: Any) -> float | None:
+    """A record's ``ApproximateCreationDateTime``: datetime (boto3), seconds or milliseconds."""
+    if isinstance(value, datetime):
+        return value.timestamp()
+    if isinstance(value, int | float):
+        return float(value) / 1000 if value > 1e11 else float(value)
+    return None
+
+
+class ShardLag(Collector):
+    """Indexing lag per shard: now − ApproximateCreationDateTime of its last applied record.
+
+    Computed at scrape time, so a stuck shard's lag grows while nothing is applied; 0 once a
+    read came back empty (the shard is caught up: an idle stream is not a lagging one).
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._last: dict[str, float] = {}
+        self._caught_up: set[str] = set()
+
+    def applied(self, shard_id: str, created: Any) -> None:
+        seconds = epoch_seconds(created)
+        with self._lock:
+            if seconds is not None:
+                self._last[shard_id] = seconds
+            self._caught_up.discard(shard_id)
+
+    def caught_up(self, shard_id: str) -> None:
+        with self._lock:
+            self._last.setdefault(shard_id, time.time())
+            self._caught_up.add(shard_id)
+
+    def behind(self, shard_id: str) -> None:
+        with self._lock:
+            self._caught_up.discard(shard_id)
+
+    def forget(self, shard_id: str) -> None:
+        with self._lock:
+            self._last.pop(shard_id, None)
+            self._caught_up.discard(shard_id)
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        lag = GaugeMetricFamily(
+            "sidecar_stream_lag_seconds",
+            "Now minus the creation time of the shard's last applied record (0 when caught up).",
+            labels=["shard"],
+        )
+        now = time.time()
+        with self._lock:
+            for shard, created in sorted(self._last.items()):
+                value = 0.0 if shard in self._caught_up else max(0.0, now - created)
+                lag.add_metric([shard], value)
+        yield lag
+
+
+STREAM_LAG = ShardLag()
+REGISTRY.register(STREAM_LAG)
+
+
+class QueueCollector(Collector):
+    """Celery queue depths (ready tasks per queue, unacked in flight) and dead letters, read
+    from Redis at scrape time; a Redis outage yields ``sidecar_redis_up 0``, never an error."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._settings = settings
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        from indexer.pipeline import deps
+
+        queues = (self._settings.fulltext_queue, self._settings.vectors_queue)
+        up = GaugeMetricFamily("sidecar_redis_up", "1 if Redis answered this scrape.")
+        try:
+            pipe = deps.redis_client(self._settings).pipeline(transaction=False)
+            for queue in queues:
+                pipe.llen(queue)
+            pipe.hlen("unacked")
+            *depths, unacked = pipe.execute()
+            dead = deps.dead_letters(self._settings).count()
+        except Exception as exc:  # a scrape must never fail on Redis trouble
+            log.warning("metrics: redis unavailable: %s", exc)
+            up.add_metric([], 0)
+            yield up
+            return
+        up.add_metric([], 1)
+        depth = GaugeMetricFamily(
+            "sidecar_queue_depth", "Tasks waiting in each Celery queue.", labels=["queue"]
+        )
+        for queue, count in zip(queues, depths, strict=True):
+            depth.add_metric([queue], int(count))
+        yield from (up, depth)
+        yield GaugeMetricFamily(
+            "sidecar_queue_unacked",
+            "Tasks delivered to a worker and not yet acknowledged (all queues of the broker).",
+            value=int(unacked),
+        )
+        yield GaugeMetricFamily(
+            "sidecar_dlq_entries", "Entries in the dead-letter store.", value=dead
+        )
+
+
+def queue_registry(settings: Settings) -> CollectorRegistry:
+    """A registry of the Redis-backed gauges only (the API adds it to its own exposition)."""
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(QueueCollector(settings))
+    return registry
+
+
+def serve_process_metrics(settings: Settings, port: int) -> None:
+    """This process's metrics plus the queue gauges on ``port`` (a daemon thread)."""
+    REGISTRY.register(QueueCollector(settings))
+    start_http_server(port, addr=settings.metrics_host)
+    log.info("metrics on http://%s:%d/metrics", settings.metrics_host, port)
+
+
+def serve_multiprocess_metrics(settings: Settings, port: int, directory: str) -> None:
+    """The sum of every process writing under ``directory`` (Celery children), on ``port``."""
+    registry = CollectorRegistry(auto_describe=False)
+    MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
+    registry.register(QueueCollector(settings))
+    start_http_server(port, addr=settings.metrics_host, registry=registry)
+    log.info("worker metrics on http://%s:%d/metrics", settings.metrics_host, port)
