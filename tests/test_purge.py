@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from qdrant_client import models
 
 from indexer.ops.engines import open_engines
 from indexer.ops.purge import purge
@@ -57,17 +58,26 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
     result_key = f"celery-task-meta-{uuid.uuid4()}"
     redis.set(result_key, json.dumps({"result": {"dead_lettered": [[box, key]]}}), ex=600)
 
+    with open_engines(settings) as engines:  # a collection a vectors reindex is building
+        building = f"{engines.vectors.collection}-t128"
+        params = models.VectorParams(size=384, distance=models.Distance.COSINE)
+        engines.vectors.client.create_collection(building, vectors_config=params)
+        point = models.PointStruct(
+            id=str(uuid.uuid4()), vector=[0.1] * 384, payload={"mailbox_id": box}
+        )
+        engines.vectors.client.upsert(building, points=[point], wait=True)
+
     report = purge(settings, box)
     assert report.to_json() == {
         "mailbox_id": box,
         "fulltext_docs": 6,
-        "vector_points": 6,
+        "vector_points": 7,
         "cached_vectors": 4,
         "participants": report.participants,
         "dead_letters": 2,
         "task_results": 1,
         "table_still_has_messages": True,
-        "removed": 19 + report.participants,
+        "removed": 20 + report.participants,
     }
     assert report.participants > 0
 
@@ -78,6 +88,7 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         assert set(engines.vectors.cached_vectors(own_texts)) == set()
         assert set(engines.vectors.cached_vectors(shared_texts)) == shared_texts
         assert box not in engines.vectors.mailbox_ids() | engines.fulltext.mailbox_ids()
+        assert engines.vectors.client.count(building).count == 0
     assert _participant_items(ddb, settings, box) == 0
     assert [e.id for e in dlq.list()] == [kept.id]
     assert not redis.exists(result_key)

@@ -177,15 +177,18 @@ class VectorIndex:
             )
 
     def _scroll(
-        self, flt: models.Filter | None, fields: Sequence[str] | None = None
+        self,
+        flt: models.Filter | None,
+        fields: Sequence[str] | None = None,
+        collection: str | None = None,
     ) -> Iterator[list[dict[str, Any]]]:
-        """Pages of point payloads (all fields, or these) under a filter, from the alias."""
+        """Pages of point payloads (all fields, or these) under a filter (default: the alias)."""
         offset: Any = None
         selector: Any = list(fields) if fields is not None else True
         while True:
             points, offset = self._do(
                 self.client.scroll,
-                collection_name=self.alias,
+                collection_name=collection or self.alias,
                 scroll_filter=flt,
                 limit=512,
                 offset=offset,
@@ -210,31 +213,46 @@ class VectorIndex:
         }
 
     def delete_mailbox(self, mailbox_id: str) -> tuple[int, int]:
-        """Delete a mailbox's points, and the cached vectors of texts no other mailbox still
-        uses (a vector is derived from the mail's text). Returns (points, cache entries)."""
+        """Delete a mailbox's points from every collection of this model (the live one and
+        any a reindex builds or keeps), and the cached vectors of texts no remaining point of
+        that collection uses (a vector is derived from the mail's text).
+
+        Returns (points, cache entries) removed.
+        """
+        points = cached = 0
+        names = {c.name for c in self._do(self.client.get_collections).collections}
+        for name in sorted(n for n in names if self._in_family(n)):
+            removed = self._delete_mailbox_in(name, mailbox_id, f"{name}-cache" in names)
+            points, cached = points + removed[0], cached + removed[1]
+        return points, cached
+
+    def _in_family(self, name: str) -> bool:
+        own = name == self.collection or name.startswith(f"{self.collection}-")
+        return own and not name.endswith("-cache")
+
+    def _delete_mailbox_in(self, collection: str, mailbox_id: str, cache: bool) -> tuple[int, int]:
+        flt = _match("mailbox_id", mailbox_id)
         hashes: set[str] = set()
         points = 0
-        for page in self._scroll(_match("mailbox_id", mailbox_id), ["content_hash"]):
+        for page in self._scroll(flt, ["content_hash"], collection):
             points += len(page)
             hashes |= {str(p["content_hash"]) for p in page if p.get("content_hash")}
+        selector = models.FilterSelector(filter=flt)
         self._do(
-            self.client.delete,
-            collection_name=self.alias,
-            points_selector=models.FilterSelector(filter=_match("mailbox_id", mailbox_id)),
-            wait=True,
+            self.client.delete, collection_name=collection, points_selector=selector, wait=True
         )
-        unused = sorted(hashes - self._hashes_in_use(hashes))
+        unused = sorted(hashes - self._hashes_in_use(collection, hashes)) if cache else []
         if unused:
             ids: list[models.ExtendedPointId] = [cache_id(h) for h in unused]
             self._do(
                 self.client.delete,
-                collection_name=self.cache,
+                collection_name=f"{collection}-cache",
                 points_selector=models.PointIdsList(points=ids),
                 wait=True,
             )
         return points, len(unused)
 
-    def _hashes_in_use(self, hashes: Iterable[str]) -> set[str]:
+    def _hashes_in_use(self, collection: str, hashes: Iterable[str]) -> set[str]:
         ordered, used = sorted(hashes), set[str]()
         for start in range(0, len(ordered), 256):
             flt = models.Filter(
@@ -245,7 +263,7 @@ class VectorIndex:
                     )
                 ]
             )
-            for page in self._scroll(flt, ["content_hash"]):
+            for page in self._scroll(flt, ["content_hash"], collection):
                 used |= {str(p["content_hash"]) for p in page}
         return used
 
