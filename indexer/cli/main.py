@@ -7,6 +7,7 @@ import typer
 from indexer.cli import (
     api_cmds,
     backfill_cmds,
+    bench_cmds,
     demo_cmds,
     ops_cmds,
     pipeline_cmds,
@@ -33,6 +34,7 @@ for module in (
     reindex_cmds,
     api_cmds,
     demo_cmds,
+    bench_cmds,
 ):
     module.register(app)
 
