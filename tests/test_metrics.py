@@ -64,7 +64,8 @@ def test_shard_lag_rule() -> None:
 
 @pytest.mark.stack
 def test_api_metrics_without_token(settings: Settings) -> None:
-    with TestClient(create_app(settings)) as client:
+    app = create_app(settings)
+    with TestClient(app) as client:
         client.get("/healthz")
         client.get("/v1/mailboxes/secret-box@x.org/search", params={"q": "a", "mode": "hybrid"})
         client.get("/no/such/path-with-a-secret")
@@ -73,26 +74,15 @@ def test_api_metrics_without_token(settings: Settings) -> None:
     assert response.headers["content-type"].startswith("text/plain")
     text = response.text
     samples = _samples(text)
-    route = "/v1/mailboxes/{mailbox_id}/search"
-    key = (
-        "sidecar_api_request_seconds_count",
-        (("mode", "hybrid"), ("route", route), ("status", "401")),
-    )
-    assert samples[key] >= 1
-    assert (
-        samples[
-            (
-                "sidecar_api_request_seconds_count",
-                (("mode", ""), ("route", "<unmatched>"), ("status", "404")),
-            )
-        ]
-        >= 1
-    )
+    count = "sidecar_api_request_seconds_count"
+    search = (("mode", "hybrid"), ("route", "/v1/mailboxes/{mailbox_id}/search"), ("status", "401"))
+    unmatched = (("mode", ""), ("route", "<unmatched>"), ("status", "404"))
+    assert samples[(count, search)] >= 1 and samples[(count, unmatched)] >= 1
     assert "secret" not in text  # neither mailbox ids nor raw paths become labels
     assert samples[("sidecar_redis_up", ())] == 1
     depth = ("sidecar_queue_depth", (("queue", settings.fulltext_queue),))
     assert samples[depth] == 0 and samples[("sidecar_dlq_entries", ())] == 0
-    assert "/metrics" not in client.app.openapi()["paths"]
+    assert "/metrics" not in app.openapi()["paths"]
 
 
 def _scrape(port: int) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from indexer.core.documents import MessageState, search_document
-from indexer.core.drift import Drift, compare, counts, fulltext_view
+from indexer.core.drift import Drift, View, compare, counts, fulltext_view
 from indexer.core.plan import MessageRef
 from indexer.ops.engines import open_engines
 from indexer.ops.reconcile import reconcile
@@ -26,7 +26,11 @@ R1, R2, R3 = (MessageRef("m", c * 64) for c in "abc")
 
 
 def test_compare_kinds() -> None:
-    expected = {R1: {"subject": "s", "ts": 1}, R2: {"subject": "s"}, R3: None}
+    expected: dict[MessageRef, View | None] = {
+        R1: {"subject": "s", "ts": 1},
+        R2: {"subject": "s"},
+        R3: None,
+    }
     actual = {R2: {"subject": "old"}, R3: {"subject": "x"}, MessageRef("m", "d" * 64): {}}
     drift = compare("fulltext", expected, actual)
     assert drift == sorted(
@@ -111,3 +115,7 @@ def test_reconcile_finds_and_repairs_drift(settings: Settings, tmp_path: Path, u
     cli = _cli(settings)
     assert cli.returncode == 0, cli.stderr + cli.stdout
     assert "remaining 0" in cli.stderr
+
+    with open_engines(settings):  # this process owns the embedded store: the CLI says so
+        busy = _cli(settings, "--mailbox", box)
+    assert busy.returncode == 2 and "owned by another process" in " ".join(busy.stderr.split())

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Annotated
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
@@ -16,6 +17,22 @@ if TYPE_CHECKING:
     from indexer.ops.reconcile import ReconcileReport
 
 console = Console(stderr=True)
+T = TypeVar("T")
+
+
+def _or_exit(operation: Callable[[], T]) -> T:
+    """Run an operation; an engine that cannot be used ends the command with status 2 and
+    one line saying why (the embedded Qdrant store owned by another process, an engine down)."""
+    from indexer.adapters.qdrant import StoreBusyError
+    from indexer.core.errors import TransientError
+
+    try:
+        return operation()
+    except StoreBusyError as exc:
+        console.print(f"[red]{exc}[/red]")
+    except TransientError as exc:
+        console.print(f"[red]an engine is unavailable, nothing was decided: {exc}[/red]")
+    raise typer.Exit(2)
 
 
 def reconcile(
@@ -35,7 +52,9 @@ def reconcile(
         transient=True,
     ) as bar:
         task = bar.add_task("reconcile", total=None)
-        report = run(get_settings(), mailbox, repair, progress=lambda n: bar.advance(task, n))
+        report = _or_exit(
+            lambda: run(get_settings(), mailbox, repair, progress=lambda n: bar.advance(task, n))
+        )
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
     else:
@@ -70,7 +89,7 @@ def purge(
     from indexer.ops.purge import purge as run
 
     try:
-        report = run(get_settings(), mailbox)
+        report = _or_exit(lambda: run(get_settings(), mailbox))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     if as_json:
