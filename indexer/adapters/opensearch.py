@@ -195,8 +195,12 @@ class OpenSearchIndex:
         return {by_id[d["_id"]]: d["_source"] for d in found["docs"] if d.get("found")}
 
     def mailbox_ids(self) -> set[str]:
-        """Every mailbox with at least one document (a paged composite aggregation)."""
-        found: set[str] = set()
+        """Every mailbox with at least one document."""
+        return set(self.mailbox_counts())
+
+    def mailbox_counts(self, index: str | None = None) -> dict[str, int]:
+        """Documents per mailbox in ``index`` (default: the alias); a paged composite agg."""
+        found: dict[str, int] = {}
         after: dict[str, Any] | None = None
         while True:
             composite: dict[str, Any] = {
@@ -207,12 +211,13 @@ class OpenSearchIndex:
                 composite["after"] = after
             body = {"size": 0, "aggs": {"m": {"composite": composite}}}
             try:
-                agg = self._call(self.client.search, index=self.alias, body=body)["aggregations"]
+                agg = self._call(self.client.search, index=index or self.alias, body=body)
             except NotFoundError:
                 return found
-            found |= {b["key"]["m"] for b in agg["m"]["buckets"]}
-            after = agg["m"].get("after_key")
-            if not agg["m"]["buckets"] or after is None:
+            buckets = agg["aggregations"]["m"]["buckets"]
+            found.update({b["key"]["m"]: int(b["doc_count"]) for b in buckets})
+            after = agg["aggregations"]["m"].get("after_key")
+            if not buckets or after is None:
                 return found
 
     def delete_mailbox(self, mailbox_id: str) -> int:

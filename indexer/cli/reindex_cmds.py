@@ -49,12 +49,66 @@ def _print_report(report: ReindexReport) -> None:
     console.print(f"backfilled {report.backfilled} messages")
 
 
+def _fulltext(action: str, version: int, opts: dict[str, float]) -> None:
+    from indexer.ops import reindex as ops
+
+    settings = get_settings()
+    if action == "status":
+        _status()
+    elif action == "rollback":
+        read, kept = ops.rollback(settings)
+        console.print(f"searches read {read}; {kept} is kept in step")
+    elif action == "finish":
+        console.print(f"deleted {ops.finish(settings, opts['grace_s'], console.print)}")
+    else:
+        _print_report(
+            ops.reindex(
+                settings,
+                version,
+                settle_s=opts["settle_s"],
+                verify_timeout_s=opts["verify_timeout"],
+                say=console.print,
+            )
+        )
+
+
+def _vectors(action: str, max_tokens: int | None, opts: dict[str, float]) -> None:
+    from indexer.ops import reindex_vectors as ops
+
+    settings = get_settings()
+    if action == "status":
+        read, extra, _ = ops.Admin(settings).state()
+        console.print(f"vectors: {read or '-'}\nvectors-write: {extra or '-'}")
+    elif action == "rollback":
+        read, kept = ops.rollback_vectors(settings)
+        console.print(f"searches read {read}; {kept} is kept in step")
+    elif action == "finish":
+        console.print(f"dropped {ops.finish_vectors(settings, opts['grace_s'], console.print)}")
+    else:
+        _print_report(
+            ops.reindex_vectors(
+                settings,
+                max_tokens,
+                settle_s=opts["settle_s"],
+                verify_timeout_s=opts["verify_timeout"],
+                say=console.print,
+            )
+        )
+
+
 def reindex(
     to_version: Annotated[
         int | None, typer.Option(help="Mapping version (default: the one this code writes).")
     ] = None,
     mapping: Annotated[
         Path | None, typer.Option(help="A mappings/messages-v<N>.json file (instead of a version).")
+    ] = None,
+    vectors: Annotated[
+        bool, typer.Option("--vectors", help="Reindex the vector collection instead.")
+    ] = False,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(help="--vectors: encoder truncation of the new collection (default: config)."),
     ] = None,
     rollback: Annotated[
         bool, typer.Option("--rollback", help="Swap back to the kept index.")
@@ -67,35 +121,23 @@ def reindex(
     verify_timeout: Annotated[float, typer.Option(help="Seconds for counts to agree.")] = 300.0,
     grace_s: Annotated[float, typer.Option(help="--finish: wait before deleting.")] = 30.0,
 ) -> None:
-    """Build the index of a new mapping version beside the live one (dual-written), backfill it
-    from the table, verify counts, swap the alias atomically; the old index is kept for
-    --rollback until --finish."""
+    """Build the index of a new mapping version (or, with --vectors, the collection of a new
+    encoder) beside the live one, dual-written; backfill it from the table, verify counts, swap
+    the alias atomically; the old one is kept in step for --rollback until --finish."""
     from indexer.adapters.opensearch import MAPPING_VERSION
-    from indexer.ops import reindex as ops
+    from indexer.ops.reindex import ReindexError
 
-    settings = get_settings()
     if sum((rollback, finish, status)) > 1:
         raise typer.BadParameter("choose one of --rollback, --finish, --status")
+    action = "rollback" if rollback else "finish" if finish else "status" if status else "build"
+    opts = {"settle_s": settle_s, "verify_timeout": verify_timeout, "grace_s": grace_s}
     try:
-        if status:
-            _status()
-        elif rollback:
-            read, kept = ops.rollback(settings)
-            console.print(f"searches read {read}; {kept} is kept in step")
-        elif finish:
-            console.print(f"deleted {ops.finish(settings, grace_s, console.print)}")
+        if vectors:
+            _vectors(action, max_tokens, opts)
         else:
             version = _version_of(mapping) if mapping else (to_version or MAPPING_VERSION)
-            _print_report(
-                ops.reindex(
-                    settings,
-                    version,
-                    settle_s=settle_s,
-                    verify_timeout_s=verify_timeout,
-                    say=console.print,
-                )
-            )
-    except ops.ReindexError as exc:
+            _fulltext(action, version, opts)
+    except ReindexError as exc:
         console.print(f"[red]reindex:[/red] {exc}")
         raise typer.Exit(2) from exc
 

@@ -86,11 +86,12 @@ def _single(members: list[str], what: str) -> str:
 
 
 # -- table side ---------------------------------------------------------------------------------
-def message_refs(ddb: Any, table: str) -> Iterator[MessageRef]:
-    """Every Message item of the table: a strongly consistent, paged Scan of keys only."""
+def message_items(ddb: Any, table: str, extra: str = "") -> Iterator[tuple[MessageRef, Any]]:
+    """Every Message item of the table (keys, plus ``extra`` attributes): a strongly
+    consistent, paged Scan."""
     args: dict[str, Any] = {
         "TableName": table,
-        "ProjectionExpression": "PK, SK",
+        "ProjectionExpression": "PK, SK" + (f", {extra}" if extra else ""),
         "FilterExpression": "begins_with(SK, :m)",
         "ExpressionAttributeValues": {":m": {"S": "MSG#"}},
         "ConsistentRead": True,
@@ -103,36 +104,18 @@ def message_refs(ddb: Any, table: str) -> Iterator[MessageRef]:
             except RecordError:
                 continue  # not an item of the mail layout: nothing to index
             if ref.kind is ItemKind.MESSAGE and ref.message_key:
-                yield MessageRef(ref.mailbox_id, ref.message_key)
+                yield MessageRef(ref.mailbox_id, ref.message_key), item
         if "LastEvaluatedKey" not in page:
             return
         args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
 
 def table_counts(ddb: Any, table: str) -> dict[str, int]:
-    return dict(Counter(ref.mailbox_id for ref in message_refs(ddb, table)))
+    """Messages per mailbox."""
+    return dict(Counter(ref.mailbox_id for ref, _ in message_items(ddb, table)))
 
 
 # -- index side ---------------------------------------------------------------------------------
-def index_counts(index: OpenSearchIndex, name: str) -> dict[str, int]:
-    """Documents per mailbox in one concrete index (paged composite aggregation)."""
-    found: dict[str, int] = {}
-    after: dict[str, Any] | None = None
-    while True:
-        composite: dict[str, Any] = {
-            "size": 1000,
-            "sources": [{"m": {"terms": {"field": "mailbox_id"}}}],
-        }
-        if after:
-            composite["after"] = after
-        body = {"size": 0, "aggs": {"m": {"composite": composite}}}
-        agg = index.client.search(index=name, body=body)["aggregations"]["m"]
-        found.update({b["key"]["m"]: int(b["doc_count"]) for b in agg["buckets"]})
-        after = agg.get("after_key")
-        if not agg["buckets"] or after is None:
-            return found
-
-
 def swap(index: OpenSearchIndex, *, read: str, keep: str) -> None:
     """Searches read ``read``; ``keep`` stays a write target. One atomic ``_aliases`` request,
     so the union of write targets is the same before and after it."""
@@ -175,10 +158,12 @@ def _chunks(refs: Iterable[MessageRef], size: int) -> Iterator[list[MessageRef]]
         yield batch
 
 
-def backfill(settings: Settings, timeout_s: float) -> tuple[int, list[MessageRef]]:
-    """Send every message of the table through the normal full-text task; wait for all.
+def backfill(
+    settings: Settings, timeout_s: float, stage: str = "fulltext"
+) -> tuple[int, list[MessageRef]]:
+    """Send every message of the table through the normal task of ``stage``; wait for all.
 
-    The tasks write to every target, the new index included; returns (messages, dead-lettered).
+    The tasks write to every target, the new one included; returns (messages, dead-lettered).
     """
     send, ddb = celery_send(settings), aws.client(settings, "dynamodb")
     window: deque[Pending] = deque()
@@ -188,10 +173,9 @@ def backfill(settings: Settings, timeout_s: float) -> tuple[int, list[MessageRef
         result = window.popleft().get(timeout=timeout_s, propagate=True)
         dead.extend(MessageRef.from_json(r) for r in result.get("dead_lettered", []))
 
-    for batch in _chunks(message_refs(ddb, settings.table), settings.batch_messages):
-        window.append(
-            send("fulltext", {"messages": [r.to_json() for r in batch], "participants": []})
-        )
+    refs = (ref for ref, _ in message_items(ddb, settings.table))
+    for batch in _chunks(refs, settings.batch_messages):
+        window.append(send(stage, {"messages": [r.to_json() for r in batch], "participants": []}))
         sent += len(batch)
         while len(window) > WINDOW:
             collect()
@@ -200,30 +184,46 @@ def backfill(settings: Settings, timeout_s: float) -> tuple[int, list[MessageRef
     return sent, dead
 
 
-def verify(
-    settings: Settings, index: OpenSearchIndex, old: str, new: str, timeout_s: float, say: Say
-) -> dict[str, tuple[int, int, int]]:
-    """Per mailbox, table = old = new message counts, each seen once after the backfill.
+Counts = dict[str, tuple[int, int, int]]
+
+
+def agree(read_counts: Callable[[], Counts], timeout_s: float, say: Say) -> Counts:
+    """Per mailbox, (table, old, new) counts equal, each seen once after the backfill.
 
     Under live writes the three can differ for a moment (a change not yet applied); a mailbox
     counts as verified once a round finds the three equal. Raises if one never does.
     """
-    ddb, confirmed = aws.client(settings, "dynamodb"), set()
+    confirmed: set[str] = set()
     deadline = time.monotonic() + timeout_s
     while True:
-        table = table_counts(ddb, settings.table)
-        index.client.indices.refresh(index=f"{old},{new}")
-        have_old, have_new = index_counts(index, old), index_counts(index, new)
-        boxes = set(table) | set(have_old) | set(have_new)
-        counts = {b: (table.get(b, 0), have_old.get(b, 0), have_new.get(b, 0)) for b in boxes}
+        counts = read_counts()
         confirmed |= {b for b, (t, o, n) in counts.items() if t == o == n}
-        if boxes <= confirmed:
+        if set(counts) <= confirmed:
             return counts
-        open_ = {b: counts[b] for b in sorted(boxes - confirmed)[:5]}
+        open_ = {b: counts[b] for b in sorted(set(counts) - confirmed)[:5]}
         if time.monotonic() > deadline:
             raise ReindexError(f"counts (table, old, new) never agreed for {open_}")
-        say(f"waiting for counts (table, old, new): {open_}")
+        say(f"waiting for counts (table, old, new) to agree: {open_}")
         time.sleep(1.0)
+
+
+def combine(table: dict[str, int], old: dict[str, int], new: dict[str, int]) -> Counts:
+    boxes = set(table) | set(old) | set(new)
+    return {b: (table.get(b, 0), old.get(b, 0), new.get(b, 0)) for b in boxes}
+
+
+def verify(
+    settings: Settings, index: OpenSearchIndex, old: str, new: str, timeout_s: float, say: Say
+) -> Counts:
+    """Messages per mailbox: table = old index = new index (see :func:`agree`)."""
+    ddb = aws.client(settings, "dynamodb")
+
+    def read() -> Counts:
+        table = table_counts(ddb, settings.table)
+        index.client.indices.refresh(index=f"{old},{new}")
+        return combine(table, index.mailbox_counts(old), index.mailbox_counts(new))
+
+    return agree(read, timeout_s, say)
 
 
 def _abort(index: OpenSearchIndex, new: str) -> None:

@@ -39,5 +39,5 @@ def configure(app: Celery, settings: Settings) -> None:
     )
 
 
-app = Celery("sidecar", include=["indexer.pipeline.tasks"])
+app = Celery("sidecar", include=["indexer.pipeline.tasks", "indexer.pipeline.vector_admin"])
 configure(app, get_settings())

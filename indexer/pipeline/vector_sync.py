@@ -1,0 +1,44 @@
+"""The vectors task's work: sync every vector write target, each with its own encoder.
+
+Targets are read afresh for every batch (one ``get_aliases``), which is what makes a vector
+reindex lose nothing (the argument of :mod:`indexer.ops.reindex` holds as is).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from functools import lru_cache
+
+from indexer.adapters import vector_targets as vt
+from indexer.adapters.embedder import Embedder
+from indexer.core.plan import MessageRef
+from indexer.pipeline import deps
+from indexer.pipeline.sync import Outcome, sync_vectors
+from indexer.settings import Settings
+
+
+@lru_cache(maxsize=2)
+def _other_embedder(max_tokens: int, threads: int, batch_size: int) -> Embedder:
+    return Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch_size)
+
+
+def embedder_for(settings: Settings, max_tokens: int) -> Embedder:
+    """The process's embedder, or one model per other truncation (a reindex's target)."""
+    if max_tokens == settings.embed_max_tokens:
+        return deps.embedder(settings)
+    return _other_embedder(max_tokens, settings.embed_threads, settings.embed_batch_size)
+
+
+def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Outcome:
+    """Sync these messages into every target collection; applied = applied in all of them."""
+    index = deps.vector_index(settings)
+    outcome = Outcome()
+    for n, collection in enumerate(vt.targets(index) or [index.collection]):
+        tokens = vt.encoder_tokens(index, collection, settings.embed_max_tokens)
+        embedder = embedder_for(settings, tokens)
+        part = sync_vectors(deps.store(settings), vt.bound(index, collection), embedder, refs)
+        outcome.poison.update(part.poison)
+        outcome.embedded += part.embedded
+        outcome.applied = set(part.applied) if n == 0 else outcome.applied & part.applied
+    outcome.applied -= outcome.poison.keys()
+    return outcome
