@@ -89,49 +89,53 @@ def epoch_seconds(value: Any) -> float | None:
 
 
 class ShardLag(Collector):
-    """Indexing lag per shard: now − ApproximateCreationDateTime of its last applied record.
+    """Indexing lag per stream reader and shard: now − ApproximateCreationDateTime of the last
+    record the reader applied from the shard.
 
     Computed at scrape time, so a stuck shard's lag grows while nothing is applied; 0 once a
-    read came back empty (the shard is caught up: an idle stream is not a lagging one).
+    read came back empty (the shard is caught up: an idle stream is not a lagging one). Each
+    reader (``all``, or ``fulltext`` / ``vectors``: ``sidecar tail --stage``) has its own
+    position, so each has its own lag.
     """
 
     def __init__(self) -> None:
         self._lock = threading.Lock()
-        self._last: dict[str, float] = {}
-        self._caught_up: set[str] = set()
+        self._last: dict[tuple[str, str], float] = {}
+        self._caught_up: set[tuple[str, str]] = set()
 
-    def applied(self, shard_id: str, created: Any) -> None:
+    def applied(self, shard_id: str, created: Any, reader: str = "all") -> None:
         seconds = epoch_seconds(created)
         with self._lock:
             if seconds is not None:
-                self._last[shard_id] = seconds
-            self._caught_up.discard(shard_id)
+                self._last[(reader, shard_id)] = seconds
+            self._caught_up.discard((reader, shard_id))
 
-    def caught_up(self, shard_id: str) -> None:
+    def caught_up(self, shard_id: str, reader: str = "all") -> None:
         with self._lock:
-            self._last.setdefault(shard_id, time.time())
-            self._caught_up.add(shard_id)
+            self._last.setdefault((reader, shard_id), time.time())
+            self._caught_up.add((reader, shard_id))
 
-    def behind(self, shard_id: str) -> None:
+    def behind(self, shard_id: str, reader: str = "all") -> None:
         with self._lock:
-            self._caught_up.discard(shard_id)
+            self._caught_up.discard((reader, shard_id))
 
-    def forget(self, shard_id: str) -> None:
+    def forget(self, shard_id: str, reader: str = "all") -> None:
         with self._lock:
-            self._last.pop(shard_id, None)
-            self._caught_up.discard(shard_id)
+            self._last.pop((reader, shard_id), None)
+            self._caught_up.discard((reader, shard_id))
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         lag = GaugeMetricFamily(
             "sidecar_stream_lag_seconds",
-            "Now minus the creation time of the shard's last applied record (0 when caught up).",
-            labels=["shard"],
+            "Now minus the creation time of the last record a reader applied from a shard "
+            "(0 when caught up).",
+            labels=["reader", "shard"],
         )
         now = time.time()
         with self._lock:
-            for shard, created in sorted(self._last.items()):
-                value = 0.0 if shard in self._caught_up else max(0.0, now - created)
-                lag.add_metric([shard], value)
+            for key, created in sorted(self._last.items()):
+                value = 0.0 if key in self._caught_up else max(0.0, now - created)
+                lag.add_metric(list(key), value)
         yield lag
 
 

@@ -50,6 +50,8 @@ class Settings(BaseSettings):
     batch_messages: int = Field(default=64, ge=1, le=500)
     max_retries: int = Field(default=8, ge=0)
     retry_backoff_max_s: int = 120
+    # Transient failures (an engine down) are retried this long before dead-lettering.
+    transient_retry_budget_s: int = Field(default=3600, ge=0)
     visibility_timeout_s: int = 900
     embed_batch_size: int = Field(default=32, ge=1)
     embed_max_tokens: int = Field(default=256, ge=16, le=512)

@@ -135,9 +135,11 @@ def test_worker_and_tailer_metrics(settings: Settings, tmp_path: Path, unique: s
 
         def caught_up() -> bool:
             got = _scrape(tail_port)
-            lags = [v for (n, _), v in got.items() if n == "sidecar_stream_lag_seconds"]
+            lags = {dict(labels)["reader"]: v for (n, labels), v in got.items()
+                    if n == "sidecar_stream_lag_seconds"}
             applied = got.get(("sidecar_records_applied_total", ()), 0)
-            return applied > 0 and bool(lags) and max(lags) == 0
+            # one reader per index (sidecar tail --stage each), each caught up
+            return applied > 0 and set(lags) == {"fulltext", "vectors"} and max(lags.values()) == 0
 
         assert wait_until(caught_up, timeout=240, interval=1), tail_log.read_text()[-3000:]
         tail = _scrape(tail_port)

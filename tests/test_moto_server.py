@@ -81,3 +81,29 @@ def test_partition_query_cost_does_not_grow_with_the_table(ddb: Any, unique: str
     small_s, big_s = _median_query_s(ddb, small), _median_query_s(ddb, big)
     # Stock moto: the 4,000-item table costs ~40x the 100-item one per Query.
     assert big_s < 3 * small_s + 0.005, (small_s, big_s)
+
+
+def _scan_all(ddb: Any, name: str, **extra: Any) -> list[tuple[str, str]]:
+    args: dict[str, Any] = {"TableName": name, **extra}
+    found: list[tuple[str, str]] = []
+    while True:
+        page = ddb.scan(**args)
+        found += [(item["PK"]["S"], item["SK"]["S"]) for item in page["Items"]]
+        if "LastEvaluatedKey" not in page:
+            return found
+        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+
+
+def test_paged_scan_returns_every_item_once_in_key_order(ddb: Any, unique: str) -> None:
+    name = f"s-{unique}"
+    _table(ddb, name)
+    _fill(ddb, name, partitions=12, per_partition=10)
+    every = sorted((f"P{p:05d}", f"S{s:04d}") for p in range(12) for s in range(10))
+    assert _scan_all(ddb, name, Limit=7) == every
+    assert _scan_all(ddb, name) == every
+    segments = [_scan_all(ddb, name, Limit=5, Segment=n, TotalSegments=3) for n in range(3)]
+    assert sorted(row for seg in segments for row in seg) == every
+    assert all(segments)  # every segment got a share
+    odd = _scan_all(ddb, name, Limit=4, FilterExpression="n > :five",
+                    ExpressionAttributeValues={":five": {"N": "5"}})
+    assert odd == [row for row in every if int(row[1][1:]) > 5]

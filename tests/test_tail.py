@@ -440,15 +440,19 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
     seen: dict[str, Any] = {}
 
     class Stub:
-        def __init__(self) -> None:
+        def __init__(self, stage: str) -> None:
             self.gaps: list[Gap] = []
+            self.applied = 0
+            self.stage = stage
 
         def run(self, stop: threading.Event) -> None:
-            self.gaps.append(Gap("s1", "7", "trimmed"))
+            if self.stage == "vectors":  # one reader's gap is the command's failure
+                self.gaps.append(Gap("s1", "7", "trimmed"))
 
-    def build(settings: Any, start_at: str, lease_s: float, renew_s: float) -> Stub:
+    def build(settings: Any, start_at: str, lease_s: float, renew_s: float, stage: str) -> Stub:
         seen.update(table=settings.table, start_at=start_at)
-        return Stub()
+        seen.setdefault("stages", []).append(stage)
+        return Stub(stage)
 
     monkeypatch.setattr(tail_cmds, "build_tailer", build)
     app = typer.Typer()
@@ -456,4 +460,4 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
     app.command("noop")(lambda: None)  # a group, so `tail` is a subcommand
     result = CliRunner().invoke(app, ["tail", "--table", "other", "--start-at", "latest"])
     assert result.exit_code == 1
-    assert seen == {"table": "other", "start_at": "latest"}
+    assert seen == {"table": "other", "start_at": "latest", "stages": ["fulltext", "vectors"]}

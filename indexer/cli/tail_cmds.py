@@ -11,8 +11,14 @@ import typer
 
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
+from indexer.pipeline.sources import RawRecord
 from indexer.settings import Settings, get_settings
 from indexer.sources.tail import StartAt, StreamTailer, TailOptions
+
+log = logging.getLogger("indexer.tail")
+
+
+READERS = ("fulltext", "vectors")
 
 
 def build_tailer(
@@ -20,32 +26,69 @@ def build_tailer(
     start_at: StartAt = "trim_horizon",
     lease_s: float = 10.0,
     renew_s: float = 3.0,
+    stage: str = "all",
 ) -> StreamTailer:
     """A tailer of ``settings.table``'s latest stream feeding the Celery pipeline.
 
-    The send and dead-letter functions are built once; each page gets a fresh Ingestor so
-    waiting for it covers exactly that page's tasks.
+    ``stage="all"``: one reader whose checkpoint advances once a page is applied in both
+    indexes. ``"fulltext"`` / ``"vectors"``: a reader of one stage with its own checkpoint
+    and lease, so an index that is down holds back only its own reader (decode failures are
+    dead-lettered by the full-text reader alone, so they are recorded once). The send and
+    dead-letter functions are built once; each page gets a fresh Ingestor so waiting for it
+    covers exactly that page's tasks.
     """
     from indexer.adapters import aws
     from indexer.adapters.streams import latest_stream_arn
     from indexer.pipeline import deps
     from indexer.pipeline.ingest import Ingestor
-    from indexer.pipeline.runner import celery_send, decode_dead_letter
+    from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
     from indexer.sources.checkpoints import CheckpointStore, Lease
 
+    if stage not in ("all", *READERS):
+        raise ValueError(f"unknown stage {stage!r}")
     ddb = aws.client(settings, "dynamodb")
     deps.store(settings).ensure_state_table()
     arn = latest_stream_arn(ddb, settings.table)
     state = settings.resolved_state_table
-    send, dead_letter = celery_send(settings), decode_dead_letter(settings)
+    reader = "" if stage == "all" else stage
+    send = celery_send(settings) if stage == "all" else only_stage(celery_send(settings), stage)
+    write_dead_letter = decode_dead_letter(settings)
+
+    def dead_letter(item: RawRecord, reason: str) -> None:
+        if stage != "vectors":
+            write_dead_letter(item, reason)
+
     return StreamTailer(
         aws.client(settings, "dynamodbstreams"),
         arn,
-        CheckpointStore(ddb, state, arn),
+        CheckpointStore(ddb, state, arn, reader),
         lambda: Ingestor(send, dead_letter, settings.batch_messages),
-        lease=Lease(ddb, state, settings.table, duration_s=lease_s),
-        options=TailOptions(start_at=start_at, renew_every_s=renew_s),
+        lease=Lease(ddb, state, settings.table + (f"#{reader}" if reader else ""),
+                    duration_s=lease_s),
+        options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage),
     )
+
+
+def _run_readers(tailers: dict[str, StreamTailer], stop: threading.Event) -> None:
+    """Run each reader in its own thread until ``stop``; one that dies stops the others."""
+    failed: list[str] = []
+
+    def run(name: str, tailer: StreamTailer) -> None:
+        try:
+            tailer.run(stop)
+        except BaseException:
+            log.exception("reader %s died", name)
+            failed.append(name)
+            stop.set()
+
+    threads = [threading.Thread(target=run, args=item, name=f"tail-{item[0]}")
+               for item in tailers.items()]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    if failed:
+        raise RuntimeError(f"stream reader(s) died: {', '.join(failed)}")
 
 
 def tail(
@@ -58,11 +101,23 @@ def tail(
     metrics_port: Annotated[
         int | None, typer.Option(help="Serve /metrics here (default: SIDECAR_METRICS_PORT; 0 off).")
     ] = None,
+    stage: Annotated[
+        str,
+        typer.Option(help="each: one reader per index (default); fulltext | vectors: only that "
+                     "reader; all: one reader applying both indexes before each checkpoint."),
+    ] = "each",
 ) -> None:
     """Tail the table's stream until SIGTERM/SIGINT; exit 1 if records expired unread (a gap:
-    run `sidecar backfill`). Several may run: one reads, the others stand by."""
+    run `sidecar backfill`). Several may run: per reader, one reads, the others stand by.
+
+    By default each index has its own reader, checkpoint and lease: while OpenSearch is down
+    embedding goes on (and the other way round); each reader waits for its page's tasks, so
+    the queues stay bounded by a page per reader.
+    """
     if start_at not in ("trim_horizon", "latest"):
         raise typer.BadParameter("--start-at must be trim_horizon or latest")
+    if stage not in ("each", "all", *READERS):
+        raise typer.BadParameter("--stage must be each, all, fulltext or vectors")
     settings = get_settings()
     if table:
         settings = settings.model_copy(update={"table": table})
@@ -70,9 +125,9 @@ def tail(
     port = settings.metrics_port if metrics_port is None else metrics_port
     if port:
         serve_process_metrics(settings, port)
-    tailer = build_tailer(
-        settings, "latest" if start_at == "latest" else "trim_horizon", lease_s, renew_s
-    )
+    begin: StartAt = "latest" if start_at == "latest" else "trim_horizon"
+    stages = READERS if stage == "each" else (stage,)
+    tailers = {name: build_tailer(settings, begin, lease_s, renew_s, name) for name in stages}
     stop = threading.Event()
 
     def on_signal(_signum: int, _frame: object) -> None:
@@ -80,11 +135,11 @@ def tail(
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
-    tailer.run(stop)
-    logging.getLogger("indexer.tail").info(
-        "tail stopped", extra={"applied": tailer.applied, "gaps": len(tailer.gaps)}
-    )
-    raise typer.Exit(1 if tailer.gaps else 0)
+    _run_readers(tailers, stop)
+    gaps = sum(len(t.gaps) for t in tailers.values())
+    log.info("tail stopped", extra={
+        "applied": {name: t.applied for name, t in tailers.items()}, "gaps": gaps})
+    raise typer.Exit(1 if gaps else 0)
 
 
 def register(app: typer.Typer) -> None:

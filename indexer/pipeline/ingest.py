@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from celery.exceptions import TimeoutError as CeleryTimeoutError
+
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
 from indexer.core.records import decode_record
@@ -45,6 +47,25 @@ class IngestSummary:
 class _Batch:
     records: Counter[MessageRef] = field(default_factory=Counter)
     results: list[Pending] = field(default_factory=list)
+
+
+POLL_S = 5.0
+
+
+def _result(pending: Pending, deadline: float) -> Any:
+    """A task's result, asked for in slices of ``POLL_S`` until ``deadline``.
+
+    Each ask reads the stored result before listening for its notice; a notice published
+    while the broker connection was down (a Redis restart) is never delivered, so one long
+    ``get`` would wait out the whole timeout although the task is done.
+    """
+    while True:
+        left = deadline - time.monotonic()
+        try:
+            return pending.get(timeout=max(0.1, min(POLL_S, left)), propagate=True)
+        except CeleryTimeoutError:
+            if left <= POLL_S:
+                raise
 
 
 class Ingestor:
@@ -111,7 +132,7 @@ class Ingestor:
         for batch in self._sent:
             failed: set[MessageRef] = set()
             for pending in batch.results:
-                result = pending.get(timeout=max(1.0, deadline - time.monotonic()), propagate=True)
+                result = _result(pending, deadline)
                 failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
                 self.summary.embedded += int(result.get("embedded", 0))
             dead = sum(n for ref, n in batch.records.items() if ref in failed)

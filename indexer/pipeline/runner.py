@@ -36,6 +36,22 @@ def celery_send(settings: Settings) -> Send:
     return send
 
 
+class _Skipped:
+    """The result of a stage another reader applies: nothing to wait for."""
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
+        return {}
+
+
+def only_stage(send: Send, stage: str) -> Send:
+    """A ``send`` that enqueues only ``stage``'s tasks (a per-stage stream reader)."""
+
+    def filtered(task_stage: str, payload: dict[str, Any]) -> Pending:
+        return send(task_stage, payload) if task_stage == stage else _Skipped()
+
+    return filtered
+
+
 def decode_dead_letter(settings: Settings) -> DeadLetter:
     store = deps.dead_letters(settings)
 

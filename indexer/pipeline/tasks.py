@@ -1,14 +1,17 @@
 """Celery tasks: JSON in, JSON out; they only wire the sync core to this process's adapters.
 
-Failures are classified once: :class:`TransientError` (and anything unexpected) is retried
-with exponential backoff and jitter up to ``max_retries``; after that — or at once for poison —
-each message goes to the dead-letter store with its reason, so one bad message never blocks
-the queue and nothing is silently dropped.
+Failures are classified once. A :class:`TransientError` (an engine down, throttled, a network
+error) is retried with exponential backoff and jitter for as long as the outage lasts, up to
+``transient_retry_budget_s`` after the batch first failed: an OpenSearch restart must not turn
+healthy mail into dead letters. Anything unexpected is retried ``max_retries`` times. After
+that — or at once for poison — each message goes to the dead-letter store with its reason, so
+one bad message never blocks the queue and nothing is silently dropped.
 """
 
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -21,12 +24,13 @@ from indexer.logs import celery_json_logs
 from indexer.metrics import MESSAGES
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
-from indexer.pipeline.sync import Outcome, sync_fulltext
-from indexer.pipeline.vector_sync import sync_vector_targets
+from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import get_settings
 
 log = logging.getLogger(__name__)
 celery_json_logs()
+
+FIRST_FAILURE = "first_failure"  # payload key: when this batch first failed (epoch seconds)
 
 
 def _refs(payload: dict[str, Any]) -> list[MessageRef]:
@@ -70,13 +74,19 @@ def _run(
         return _finish(stage, work(), refs, payload)
     except Exception as exc:
         transient = isinstance(exc, TransientError)
-        if task.request.retries < settings.max_retries:
+        first_failure = float(payload.get(FIRST_FAILURE) or time.time())
+        if (
+            time.time() - first_failure < settings.transient_retry_budget_s
+            if transient
+            else task.request.retries < settings.max_retries
+        ):
             delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
             MESSAGES.labels(stage, "retried").inc(len(refs))
             log.warning(
                 "%s batch failed (%s), retry in %.1fs: %s", stage, type(exc).__name__, delay, exc
             )
-            raise task.retry(exc=exc, countdown=delay) from exc
+            again = {**payload, FIRST_FAILURE: first_failure}
+            raise task.retry(args=(again,), exc=exc, countdown=delay) from exc
         kind = "transient" if transient else "unexpected"
         reason = f"gave up after {task.request.retries} retries ({kind}): {exc}"
         return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
@@ -105,5 +115,10 @@ def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         self,
         "vectors",
         payload,
-        lambda: sync_vector_targets(settings, _refs(payload)),
+        lambda: sync_vectors(
+            deps.store(settings),
+            deps.vector_index(settings),
+            deps.embedder(settings),
+            _refs(payload),
+        ),
     )

@@ -37,10 +37,11 @@ class Checkpoint:
 class CheckpointStore:
     """Checkpoints of one stream (by ARN: a re-enabled stream starts afresh)."""
 
-    def __init__(self, client: Any, state_table: str, stream_arn: str) -> None:
+    def __init__(self, client: Any, state_table: str, stream_arn: str, reader: str = "") -> None:
+        """``reader`` names one of several readers that each keep their own position."""
         self._client = client
         self._table = state_table
-        self._pk = f"CKPT#{stream_arn}"
+        self._pk = f"CKPT#{stream_arn}" + (f"#{reader}" if reader else "")
 
     def load(self) -> dict[str, Checkpoint]:
         """Every shard's checkpoint (strongly consistent, paged Query)."""

@@ -121,6 +121,7 @@ class TailOptions:
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
     renew_every_s: float = 3.0
+    reader: str = "all"  # which stage(s) this reader applies: labels its lag metric
     clock: Callable[[], float] = field(default=time.monotonic)
 
 
@@ -273,20 +274,19 @@ class StreamTailer:
         shard.iterator = page.next_iterator
         self._observe_lag(shard.shard_id, page)
 
-    @staticmethod
-    def _observe_lag(shard_id: str, page: _Page) -> None:
+    def _observe_lag(self, shard_id: str, page: _Page) -> None:
+        reader = self._opt.reader
         if page.next_iterator is None:
-            STREAM_LAG.forget(shard_id)
+            STREAM_LAG.forget(shard_id, reader)
         elif page.records:
-            STREAM_LAG.applied(
-                shard_id, page.records[-1]["dynamodb"].get("ApproximateCreationDateTime")
-            )
+            created = page.records[-1]["dynamodb"].get("ApproximateCreationDateTime")
+            STREAM_LAG.applied(shard_id, created, reader)
         else:
-            STREAM_LAG.caught_up(shard_id)
+            STREAM_LAG.caught_up(shard_id, reader)
 
     def _on_error(self, shard: _Shard, exc: Exception) -> None:
         code = error_code(exc)
-        STREAM_LAG.behind(shard.shard_id)
+        STREAM_LAG.behind(shard.shard_id, self._opt.reader)
         if code == "ExpiredIteratorException":
             log.info("iterator of shard %s expired; re-acquiring from checkpoint", shard.shard_id)
             shard.iterator = None
