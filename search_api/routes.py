@@ -14,9 +14,8 @@ from indexer.core.plan import MessageRef
 from search_api import cursor as cursors
 from search_api import service
 from search_api.backends import Backends, BackendUnavailable
-from search_api.query import MAX_QUERY_LENGTH, VectorFilter, parse
-from search_api.vector_search import own_point
-from search_api.vector_search import search as vector_search
+from search_api.query import MAX_QUERY_LENGTH, parse
+from search_api.similar import similar as similar_messages
 
 router = APIRouter()
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -70,7 +69,33 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     return {"ready": not failing, "failing": failing}
 
 
-@router.get("/v1/mailboxes/{mailbox_id}/search")
+SEARCH_DESCRIPTION = """Full-text, semantic or hybrid (RRF) search of one mailbox.
+
+`q` syntax (notmuch-like; operator names any case, `OR`/`AND` uppercase):
+
+- `budget review`: all words must match, in subject or body (stemmed or exact words, or
+  parts of identifiers and paths); `"release checklist"`: exact phrase.
+- `a b OR c` is `a AND (b OR c)`: OR binds tighter than the implicit AND.
+- `-draft`, `-from:bot@x.org`, `-(a OR b)`: negation; `( … )` groups.
+- `from:keithp`, `from:keithp@keithp.com`, `from:keithp.com`, `from:Packard`: address, local
+  part, domain or display-name word, any case, accents folded. `to:` matches To **or Cc** (as
+  notmuch); `cc:` Cc only.
+- `subject:cifs`, `subject:"local caching"`: subject word or phrase (`Re:`/`[tag]` prefixes
+  still match but do not weigh on the ranking).
+- `lib/message-file.c`, `fscache_release_page`: a word joined by punctuation is a phrase of
+  its parts, also found inside longer identifiers and paths.
+- `date:2024-03-01`, `date:2024-03-01..2024-03-31`, `after:2024-03-01`, `before:2024/03/31`:
+  whole UTC days, both ends inclusive.
+- `from:Mik*`, `subject:FreeB*`, `relea*`: prefix on any field.
+- `thread:<thread_key>`: one thread; `has:attachment`: with attachments.
+
+`collapse=thread` returns one hit per thread that has any matching message (`thread_hits`).
+Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
+`(outage OR incident) date:2024-03-01..2024-03-31 has:attachment`,
+`subject:BCM47XX Luxul OR Netgear`."""
+
+
+@router.get("/v1/mailboxes/{mailbox_id}/search", description=SEARCH_DESCRIPTION)
 def search(
     request: Request,
     mailbox: Mailbox,
@@ -157,27 +182,29 @@ def similar(
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     exclude_thread: bool = True,
 ) -> dict[str, Any]:
-    """Messages nearest to this one's stored vector (not re-embedded), never itself, and by
-    default never its own thread."""
-    if not _HEX64.fullmatch(message_key) or not _stored(b, mailbox, message_key):
+    """Messages most like this one, never itself, and by default never its own thread.
+
+    The ranking fuses (RRF) the nearest stored ``forai`` vectors (not re-embedded) with
+    OpenSearch *more like this* on subject and body and on the subject alone: on real
+    mailing-list threads it ranks a message's thread-mates higher than *more like this* or
+    the vectors alone (same-thread recall@10 in ``docs/quality.md``).
+    """
+    meta = _stored(b, mailbox, message_key) if _HEX64.fullmatch(message_key) else None
+    if meta is None:
         raise HTTPException(404, "no such message in this mailbox")
-    point = own_point(b, MessageRef(mailbox, message_key))
-    if point is None:  # stored, but without forai: nothing to compare with
-        return {"hits": []}
-    thread = str((point.payload or {}).get("thread_key"))
-    flt = VectorFilter(
-        mailbox,
-        exclude_message_keys=(message_key,),
-        exclude_thread_keys=(thread,) if exclude_thread else (),
+    thread = str(meta.get("thread_key")) if exclude_thread else None
+    ranked = similar_messages(
+        b, MessageRef(mailbox, message_key), limit=limit, exclude_thread=thread
     )
-    points = vector_search(b, list(point.vector), flt, limit)
-    joined = service.join_rows(b, mailbox, [service.from_point(p) for p in points])
+    joined = service.join_rows(b, mailbox, ranked)
     request.state.results = len(joined)
     return {"hits": [service.render(c, row, "semantic") for c, row in joined]}
 
 
-def _stored(b: Backends, mailbox: str, message_key: str) -> bool:
+def _stored(b: Backends, mailbox: str, message_key: str) -> dict[str, Any] | None:
+    """The message's META pointer item (it names the thread), or None."""
+    key = (pointer_pk(mailbox, message_key), "META")
     try:
-        return bool(b.store.get_items([(pointer_pk(mailbox, message_key), "META")]))
+        return b.store.get_items([key]).get(key)
     except TransientError as exc:
         raise BackendUnavailable("dynamodb", str(exc)) from exc

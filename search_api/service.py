@@ -49,7 +49,7 @@ class Candidate:
     sort: list[Any] = field(default_factory=list)
 
 
-def _os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+def os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     index = backends.opensearch
     try:
         result = index.client.search(index=index.alias, body=body, routing=mailbox)
@@ -64,7 +64,7 @@ def _os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[d
     return list(result["hits"]["hits"])
 
 
-def _from_hit(hit: dict[str, Any]) -> Candidate:
+def from_hit(hit: dict[str, Any]) -> Candidate:
     src = hit["_source"]
     inner = hit.get("inner_hits", {}).get("thread_hits", {}).get("hits", {}).get("total", {})
     return Candidate(
@@ -113,7 +113,7 @@ def fulltext(
         )
     except ValueError as exc:  # a page the engine would refuse (forged or stale cursor)
         raise CursorError(str(exc)) from exc
-    return [_from_hit(h) for h in _os_search(backends, mailbox, body)]
+    return [from_hit(h) for h in os_search(backends, mailbox, body)]
 
 
 def _embed(backends: Backends, text: str) -> list[float]:
@@ -153,10 +153,10 @@ def hybrid(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> 
     vector_hits = semantic(backends, mailbox, node, depth)
     by_key = {c.message_key: c for c in vector_hits} | {c.message_key: c for c in text_hits}
     fused = rrf([[c.message_key for c in text_hits], [c.message_key for c in vector_hits]], k=RRF_K)
-    return [_rescored(by_key[key], score) for key, score in fused]
+    return [rescored(by_key[key], score) for key, score in fused]
 
 
-def _rescored(candidate: Candidate, score: float) -> Candidate:
+def rescored(candidate: Candidate, score: float) -> Candidate:
     candidate.score = score
     return candidate
 

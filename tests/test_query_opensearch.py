@@ -34,7 +34,7 @@ ALLOWED_LEAVES = {
     "range",
     "bool",
 }
-TEXT = ["subject^3", "clean", "subject.exact^3", "clean.exact"]
+TEXT = ["subject^3", "clean", "subject.exact^3", "clean.exact", "subject.parts^3", "clean.parts"]
 EXACT = ["subject.exact^3", "clean.exact"]
 
 
@@ -136,14 +136,19 @@ def test_from_matches_address_parts_or_name() -> None:
     )
 
 
-@pytest.mark.parametrize(
-    ("op", "keyword", "names"), [("to", "to", "to_names"), ("cc", "cc", "cc_names")]
-)
-def test_to_and_cc_use_their_fields(op: str, keyword: str, names: str) -> None:
-    assert only(f"{op}:keithp.com") == any_of(
+def _recipient(keyword: str, names: str) -> list[dict[str, Any]]:
+    return [
         {"term": {keyword: {"value": "keithp.com"}}},
         {"match_phrase": {f"{keyword}.parts": {"query": "keithp.com"}}},
         {"match": {names: {"query": "keithp.com", "operator": "and"}}},
+    ]
+
+
+def test_cc_uses_its_fields_and_to_covers_cc_too() -> None:
+    assert only("cc:keithp.com") == any_of(*_recipient("cc", "cc_names"))
+    # notmuch's to: matches any recipient, Cc included
+    assert only("to:keithp.com") == any_of(
+        *_recipient("to", "to_names"), *_recipient("cc", "cc_names")
     )
 
 
@@ -166,8 +171,13 @@ def test_address_phrase_and_prefixes() -> None:
 
 
 def test_subject_variants() -> None:
+    # stemmed subject (no Re:/[tag] prefixes) or the exact one (prefixes kept: subject:PATCH)
     assert only("subject:Meeting") == {
-        "match": {"subject": {"query": "Meeting", "operator": "and"}}
+        "multi_match": {
+            "query": "Meeting",
+            "fields": ["subject", "subject.exact", "subject.parts"],
+            "operator": "and",
+        }
     }
     assert only('subject:"weekly sync"') == {
         "match_phrase": {"subject.exact": {"query": "weekly sync"}}
@@ -268,11 +278,23 @@ def test_hostile_text_stays_a_leaf_value(text: str) -> None:
     assert all(isinstance(v, str) for k, v in walk(query) if k == "query")
 
 
-@pytest.mark.parametrize("text", ["*:*", "mailbox_id:other", "foo:bar", "_id:1", "{query:{}}"])
+@pytest.mark.parametrize("text", ["*:*", "{query:{}}"])
 def test_operator_lookalikes_are_searched_as_text(text: str) -> None:
     assert only(text) == {
         "multi_match": {"query": text, "type": "best_fields", "fields": TEXT, "operator": "and"}
     }
+
+
+PARTS = ["subject.parts^3", "clean.parts"]
+
+
+@pytest.mark.parametrize(
+    "text", ["mailbox_id:other", "foo:bar", "_id:1", "lib/message-file.c", "notmuch_message_file"]
+)
+def test_joined_words_are_a_phrase_of_their_parts(text: str) -> None:
+    """Letters joined by punctuation: a phrase (Xapian's phrase generators) as typed or of
+    the parts inside a longer identifier or path; still only a leaf value."""
+    assert only(text) == {"multi_match": {"query": text, "type": "phrase", "fields": EXACT + PARTS}}
 
 
 def test_hostile_mailbox_id_is_only_a_term_value() -> None:

@@ -32,7 +32,7 @@ from indexer.settings import Settings
 
 MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 1
+MAPPING_VERSION = 2  # mappings/messages-v2.json; v1 stays for `sidecar reindex`
 
 
 @lru_cache(maxsize=8)

@@ -9,6 +9,7 @@ from indexer.cli import (
     backfill_cmds,
     bench_cmds,
     demo_cmds,
+    eval_cmds,
     ops_cmds,
     pipeline_cmds,
     reindex_cmds,
@@ -35,6 +36,7 @@ for module in (
     api_cmds,
     demo_cmds,
     bench_cmds,
+    eval_cmds,
 ):
     module.register(app)
 

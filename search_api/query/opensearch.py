@@ -11,15 +11,22 @@ Safety contract, asserted by the tests for every query shape:
   ``simple_query_string`` (their syntax would reopen the injection we parse away), never
   scripts.
 
-Field choice follows ``mappings/messages-v1.json``: ``subject``/``clean`` are stemmed
-(recall), their ``.exact`` sub-fields are only lowercased and folded (phrases, prefixes,
-and a bonus when the exact word occurs); address keywords are lowercased by a normalizer and
-their ``.parts`` split on non-alphanumerics so an address, its local part or its domain match.
+Field choice follows ``mappings/messages-v2.json``: ``subject``/``clean`` are stemmed
+(recall; the stemmed subject also drops ``Re:``/``Fwd:``/``[list-tag]`` prefixes so they do
+not weigh on relevance), their ``.exact`` sub-fields are only lowercased and folded
+(phrases, prefixes, exact words, the prefixes included), and their ``.parts`` sub-fields
+split on every non-alphanumeric: a word joined by punctuation (``lib/message-file.c``,
+``notmuch_message_file_get_header``) is searched as a phrase of its parts, as Xapian's
+phrase generators do for notmuch, so it also matches inside a longer path or identifier.
+Address keywords are lowercased by a normalizer and their ``.parts`` split on
+non-alphanumerics so an address, its local part or its domain match; ``to:`` searches the Cc
+recipients too (as notmuch's ``to:`` does).
 """
 
 from __future__ import annotations
 
 import copy
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, assert_never
 
@@ -45,14 +52,27 @@ MAX_PAGE_SIZE = 1000  # engine page; the API caps `limit` at 100 and asks for on
 # OpenSearch's default index.max_result_window: from + size beyond it is rejected.
 MAX_RESULT_WINDOW = 10_000
 
-_TEXT_FIELDS = ("subject^3", "clean", "subject.exact^3", "clean.exact")
+_TEXT_FIELDS = (
+    "subject^3",
+    "clean",
+    "subject.exact^3",
+    "clean.exact",
+    "subject.parts^3",
+    "clean.parts",
+)
 _EXACT_FIELDS = ("subject.exact^3", "clean.exact")
+_PARTS_FIELDS = ("subject.parts^3", "clean.parts")
+_SUBJECT_FIELDS = ("subject", "subject.exact", "subject.parts")
+# A word with punctuation between letters or digits: its parts are searched as a phrase too.
+_JOINED = re.compile(r"[^\W_][^\w\s]+[^\W_]|[^\W_]_+[^\W_]")
 # operator -> (lowercased keyword field with a ``.parts`` sub-field, display-name field)
 _ADDRESS_FIELDS = {
     "from": ("from.address", "from.name"),
     "to": ("to", "to_names"),
     "cc": ("cc", "cc_names"),
 }
+# notmuch's ``to:`` matches any recipient: To and Cc.
+_ADDRESS_GROUPS = {"from": ("from",), "to": ("to", "cc"), "cc": ("cc",)}
 # Yes/no constraints: filter context (cached, unscored) when they are ANDed.
 _FILTER_NODES = (DateBound, Thread, HasAttachment)
 
@@ -83,6 +103,12 @@ def _term_query(node: Term) -> Query:
                 "operator": "and",
             }
         }
+    if _JOINED.search(node.text):
+        # Xapian's phrase generators: letters joined by punctuation are a phrase of their
+        # parts, matched as typed (exact fields) or inside a longer identifier or path
+        # (``.parts``: ``fscache_release_page`` finds ``cifs_fscache_release_page``).
+        fields = [*_EXACT_FIELDS, *_PARTS_FIELDS]
+        return {"multi_match": {"query": node.text, "type": "phrase", "fields": fields}}
     return {
         "multi_match": {
             "query": node.text,
@@ -106,12 +132,21 @@ def _subject_query(node: Field) -> Query:
         return {"match_bool_prefix": {"subject.exact": query}}
     if node.phrase:
         return {"match_phrase": {"subject.exact": {"query": node.value}}}
-    return {"match": {"subject": {"query": node.value, "operator": "and"}}}
+    # The stemmed subject lacks the Re:/[tag] prefixes; the exact one still has them.
+    fields = list(_SUBJECT_FIELDS)
+    return {"multi_match": {"query": node.value, "fields": fields, "operator": "and"}}
 
 
 def _address_query(node: Field) -> Query:
+    """Any of the operator's address fields (``to:`` covers Cc too)."""
+    return _any_of(
+        [c for group in _ADDRESS_GROUPS[node.name] for c in _address_clauses(node, group)]
+    )
+
+
+def _address_clauses(node: Field, group: str) -> list[Query]:
     """Whole address (keyword), a run of address parts, or words of the display name."""
-    keyword, names = _ADDRESS_FIELDS[node.name]
+    keyword, names = _ADDRESS_FIELDS[group]
     parts = f"{keyword}.parts"
     value, lowered = node.value, node.value.lower()
     if node.prefix:
@@ -119,24 +154,20 @@ def _address_query(node: Field) -> Query:
             words: Query = {"match_phrase_prefix": {names: {"query": value}}}
         else:
             words = {"match_bool_prefix": {names: {"query": lowered, "operator": "and"}}}
-        return _any_of(
-            [
-                {"prefix": {keyword: {"value": lowered}}},
-                {"match_bool_prefix": {parts: {"query": lowered, "operator": "and"}}},
-                words,
-            ]
-        )
+        return [
+            {"prefix": {keyword: {"value": lowered}}},
+            {"match_bool_prefix": {parts: {"query": lowered, "operator": "and"}}},
+            words,
+        ]
     if node.phrase:
         words = {"match_phrase": {names: {"query": value}}}
     else:
         words = {"match": {names: {"query": value, "operator": "and"}}}
-    return _any_of(
-        [
-            {"term": {keyword: {"value": lowered}}},
-            {"match_phrase": {parts: {"query": value}}},
-            words,
-        ]
-    )
+    return [
+        {"term": {keyword: {"value": lowered}}},
+        {"match_phrase": {parts: {"query": value}}},
+        words,
+    ]
 
 
 def _clause(node: Node) -> Query:

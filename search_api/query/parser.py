@@ -14,11 +14,13 @@ the same grouping notmuch gives, and the one users get when they type alternativ
 Leaves: free words (``word``, ``prefix*``), ``"phrases"`` (``"phra"*`` for a phrase prefix),
 ``from:`` ``to:`` ``cc:`` ``subject:`` (value a word, ``prefix*`` or ``"quoted"``),
 ``thread:<64 hex>``, ``after:`` / ``before:`` (``2024-01-31``, ``2024/01/31`` or an ISO 8601
-date-time) and ``has:attachment``. Operator names are case-insensitive; ``OR``/``AND`` must be
-uppercase (lowercase ones are words). Anything else that looks like an operator (``foo:bar``,
-``mailbox_id:x``, ``*:*``) is a literal word: the user's text only ever becomes a leaf value,
-never query syntax of the engine. A ``*`` only makes a prefix after at least one letter or
-digit, so no leading or bare wildcard ever reaches the engine.
+date-time), notmuch's ``date:D`` (that whole day), ``date:A..B`` (from A to B, both
+inclusive), ``date:A..`` / ``date:..B``, and ``has:attachment``. Operator names are
+case-insensitive; ``OR``/``AND`` must be uppercase (lowercase ones are words). Anything else
+that looks like an operator (``foo:bar``, ``mailbox_id:x``, ``*:*``) is a literal word: the
+user's text only ever becomes a leaf value, never query syntax of the engine. A ``*`` only
+makes a prefix after at least one letter or digit, so no leading or bare wildcard ever
+reaches the engine.
 
 Dates are resolved to whole UTC days, both bounds inclusive of the named day:
 ``after:D`` is ``ts >= D 00:00:00Z`` and ``before:D`` is ``ts < (D + 1 day) 00:00:00Z``.
@@ -55,7 +57,7 @@ MAX_DEPTH = 32
 
 ADDRESS_FIELDS = frozenset({"from", "to", "cc"})
 TEXT_FIELDS = ADDRESS_FIELDS | {"subject"}
-_OPERATORS = TEXT_FIELDS | {"thread", "after", "before", "has"}
+_OPERATORS = TEXT_FIELDS | {"thread", "after", "before", "date", "has"}
 _HAS_VALUES = frozenset({"attachment", "attachments"})
 
 _OPERATOR = re.compile(r"([A-Za-z]+):(.*)", re.DOTALL)
@@ -121,7 +123,25 @@ def _operator_node(name: str, value: str, pos: int, *, phrase: bool, prefix: boo
         if value.lower() not in _HAS_VALUES:
             raise QueryError(pos, "unknown has: value (expected has:attachment)")
         return HasAttachment()
+    if name == "date":
+        return _date_range(value, pos)
     return DateBound(name == "after", _date_bound(value, pos, after=name == "after"))
+
+
+def _date_range(value: str, pos: int) -> Node:
+    """``date:D`` = ``after:D before:D``; ``date:A..B`` = ``after:A before:B`` (open ends ok)."""
+    start, dots, end = value.partition("..")
+    if not dots:
+        start = end = value
+    if not start and not end:
+        raise QueryError(pos, "date: needs a day or a range A..B")
+    bounds = []
+    if start:
+        bounds.append(DateBound(True, _date_bound(start, pos, after=True)))
+    if end:
+        end_pos = pos + len(start) + len(dots)
+        bounds.append(DateBound(False, _date_bound(end, end_pos, after=False)))
+    return bounds[0] if len(bounds) == 1 else And(tuple(bounds))
 
 
 class _Lexer:

@@ -1,0 +1,146 @@
+"""Load a corpus into a table and index it in this process, through the real pipeline core.
+
+The table is written by the store writer (bulk mode: moto is slow), its stream is exported
+and fed to the same :class:`Ingestor` (decode, plan, batch) and the same read-write-verify
+sync the Celery workers run; only the queue is left out, so an evaluation needs no worker
+and this process owns the embedded vector store for the queries that follow.
+"""
+
+from __future__ import annotations
+
+import shutil
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from indexer.adapters import aws
+from indexer.adapters.opensearch import MAPPING_VERSION
+from indexer.adapters.streams import export_records
+from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.pipeline import deps
+from indexer.pipeline.ingest import Ingestor, IngestSummary
+from indexer.pipeline.sources import RawRecord, read_sources
+from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
+from indexer.settings import Settings
+from indexer.writer.files import load_file
+from indexer.writer.store import create_table
+
+
+@dataclass(frozen=True)
+class Done:
+    """An already-finished "task": what the Ingestor waits on."""
+
+    result: dict[str, Any]
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> dict[str, Any]:
+        return self.result
+
+
+def _result(outcome: Outcome) -> dict[str, Any]:
+    return {
+        "dead_lettered": [r.to_json() for r in outcome.poison],
+        "embedded": outcome.embedded,
+    }
+
+
+def local_send(settings: Settings) -> Any:
+    """A ``Send`` that runs the full-text or vectors sync at once, in this process."""
+
+    def send(stage: str, payload: dict[str, Any]) -> Done:
+        refs = [MessageRef.from_json(raw) for raw in payload.get("messages", [])]
+        if stage == "fulltext":
+            people = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
+            outcome = sync_fulltext(
+                deps.store(settings), deps.fulltext_index(settings), refs, people
+            )
+        else:
+            outcome = sync_vectors(
+                deps.store(settings), deps.vector_index(settings), deps.embedder(settings), refs
+            )
+        return Done(_result(outcome))
+
+    return send
+
+
+def _refuse(item: RawRecord, reason: str) -> None:
+    raise RuntimeError(f"undecodable stream record from {item.source}: {reason}")
+
+
+def load_corpus(settings: Settings, corpus: Path, mailbox: str) -> int:
+    """Store ``corpus`` under ``mailbox`` (tables created if missing); returns messages stored."""
+    ddb = aws.client(settings, "dynamodb")
+    create_table(ddb, settings.table)
+    deps.store(settings).ensure_state_table()
+    loaded = load_file(ddb, settings.table, corpus, mailbox, atomic=False)
+    if loaded.rejected:
+        raise ValueError(f"{corpus}: {len(loaded.rejected)} line(s) rejected: {loaded.rejected[0]}")
+    return loaded.stored
+
+
+def index_table(settings: Settings, workdir: Path) -> IngestSummary:
+    """Export the table's stream and apply every record to both indexes, in this process."""
+    records = workdir / f"stream-{uuid.uuid4().hex[:8]}.jsonl"
+    export_records(
+        aws.client(settings, "dynamodb"),
+        aws.client(settings, "dynamodbstreams"),
+        settings.table,
+        records,
+    )
+    ingest = Ingestor(local_send(settings), _refuse, settings.batch_messages)
+    ingest.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
+    summary = ingest.wait()
+    index = deps.fulltext_index(settings)
+    index.client.indices.refresh(index=index.alias)
+    return summary
+
+
+def index_corpus(settings: Settings, corpus: Path, mailbox: str, workdir: Path) -> IngestSummary:
+    """Store ``corpus`` under ``mailbox`` and index the table."""
+    load_corpus(settings, corpus, mailbox)
+    return index_table(settings, workdir)
+
+
+def eval_settings(base: Settings, workdir: Path) -> Settings:
+    """``base`` with a namespace of its own: table, index alias, collection, queues."""
+    tag = f"eval-{uuid.uuid4().hex[:8]}"
+    return base.model_copy(
+        update={
+            "table": tag,
+            "state_table": f"{tag}-sidecar",
+            "opensearch_index": tag,
+            "qdrant_collection": tag,
+            "qdrant_url": None,
+            "qdrant_path": workdir / "qdrant",
+            "queue_prefix": tag,
+        }
+    )
+
+
+def drop_namespace(settings: Settings) -> None:
+    """Delete what :func:`index_corpus` created (tables, indices, template, vector store)."""
+    os_index = deps.fulltext_index(settings)
+    os_index.client.indices.delete(index=f"{settings.opensearch_index}-v*", ignore=[404])
+    for version in range(1, MAPPING_VERSION + 1):
+        os_index.client.indices.delete_index_template(
+            name=f"{settings.opensearch_index}-messages-v{version}", ignore=[404]
+        )
+    ddb = aws.client(settings, "dynamodb")
+    for table in (settings.table, settings.resolved_state_table):
+        with suppress(ddb.exceptions.ResourceNotFoundException):
+            ddb.delete_table(TableName=table)
+    deps.vector_index(settings).client.close()
+    shutil.rmtree(settings.qdrant_path, ignore_errors=True)
+
+
+@contextmanager
+def eval_namespace(base: Settings, workdir: Path, keep: bool = False) -> Iterator[Settings]:
+    """A throwaway namespace for one evaluation, dropped afterwards unless ``keep``."""
+    settings = eval_settings(base, workdir)
+    try:
+        yield settings
+    finally:
+        if not keep:
+            drop_namespace(settings)
