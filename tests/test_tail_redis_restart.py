@@ -115,7 +115,8 @@ def _checkpointed_to_the_end(settings: Settings, ddb: Any) -> bool:
 
     arn = latest_stream_arn(ddb, settings.table)
     streams = aws.client(settings, "dynamodbstreams")
-    last = max(int(r["dynamodb"]["SequenceNumber"]) for r in iter_stream_records(streams, arn))
+    last = max((int(r["dynamodb"]["SequenceNumber"]) for r in iter_stream_records(streams, arn)),
+               default=0)
     for reader in ("fulltext", "vectors"):
         saved = CheckpointStore(ddb, settings.resolved_state_table, arn, reader).load()
         if max((int(c.sequence) for c in saved.values() if c.sequence), default=0) != last:
