@@ -18,6 +18,7 @@ from typing import Any
 
 import httpx
 import pytest
+from celery.exceptions import TimeoutError as TaskTimeout
 
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, mapping_file
 from indexer.adapters.opensearch import build_client as build_opensearch
@@ -135,11 +136,12 @@ class Load:
 
 
 class Searches:
-    """A search through the API issued every 100 ms (on a fixed schedule: slow answers
+    """A search through the API issued every ``interval_s`` (on a fixed schedule: slow answers
     overlap in a small pool); every non-200 answer or error is a failure."""
 
-    def __init__(self, url: str, mode: str = "fulltext") -> None:
+    def __init__(self, url: str, mode: str = "fulltext", interval_s: float = 0.1) -> None:
         self.url, self.mode, self.ok, self.failures = url, mode, 0, list[str]()
+        self.interval_s = interval_s
         self.stop, self.issued, self.lock = threading.Event(), 0, threading.Lock()
 
     def _one(self, http: httpx.Client) -> None:
@@ -169,7 +171,7 @@ class Searches:
             while not self.stop.is_set():
                 pool.submit(self._one, http)
                 self.issued += 1
-                tick += 0.1
+                tick += self.interval_s
                 self.stop.wait(max(0.0, tick - time.monotonic()))
 
 
@@ -209,7 +211,7 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
                 report = ops.reindex(
                     settings, new_version, settle_s=1.0, verify_timeout_s=120, say=_say
                 )
-                time.sleep(1.0)  # the load goes on past the swap
+                time.sleep(3.0)  # the load goes on past the swap
                 load.stop.set()
             names = [report.old, report.new]
             assert wait_until(lambda: not _drift(index, ddb, settings, names), timeout=60)
@@ -219,7 +221,7 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
         f"{searches.issued} searches issued, {searches.ok} ok, {len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    assert searches.failures == [] and searches.ok == searches.issued >= 100
+    assert searches.failures == [] and searches.ok == searches.issued >= 50
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == index.index_name(new_version)
     assert index.aliases() == {index.alias: [report.new], index.write_alias: [report.old]}
@@ -252,4 +254,20 @@ def test_reindex_refuses_what_it_cannot_do(settings: Settings) -> None:
     with pytest.raises(ops.ReindexError, match="already names"):
         ops.reindex(settings, 3, settle_s=0)
     assert not index.client.indices.exists(index=index.index_name(3))
+    index.client.indices.delete(index=f"{index.alias}-v*")
+
+
+@pytest.mark.stack
+def test_failed_reindex_leaves_the_live_index_alone(settings: Settings) -> None:
+    """No worker runs, so the backfill times out: the half-built index leaves the write alias
+    and is deleted; searches still read the old index, and a later reindex can start."""
+    ddb = prepare_tables(settings)
+    email = next(e for _, e in read_emails(SAMPLE) if isinstance(e, dict))
+    assert store_message(ddb, settings.table, to_items(email, BOX))
+    index = OpenSearchIndex(build_opensearch(settings), settings.opensearch_index)
+    old = index.ensure(1)
+    with pytest.raises(TaskTimeout):
+        ops.reindex(settings, 2, settle_s=0, task_timeout_s=2)
+    assert index.aliases() == {index.alias: [old], index.write_alias: []}
+    assert not index.client.indices.exists(index=index.index_name(2))
     index.client.indices.delete(index=f"{index.alias}-v*")

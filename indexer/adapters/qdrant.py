@@ -82,7 +82,22 @@ class VectorIndex:
             raise
 
     def ensure(self) -> None:
-        """Create collections, payload indexes and the alias (idempotent)."""
+        """On first use, create the collection, its cache and the alias (idempotent).
+
+        When the alias already exists nothing is created: a vectors reindex moves it, and a
+        process must not leave an empty collection behind after the old one was dropped.
+        """
+        aliases = self._do(self.client.get_aliases).aliases
+        if any(a.alias_name == self.alias for a in aliases):
+            return
+        self.create_collections()
+        op = models.CreateAliasOperation(
+            create_alias=models.CreateAlias(collection_name=self.collection, alias_name=self.alias)
+        )
+        self._do(self.client.update_collection_aliases, change_aliases_operations=[op])
+
+    def create_collections(self) -> None:
+        """``collection`` and ``cache``, with the payload indexes (idempotent; no alias)."""
         params = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
         for name in (self.collection, self.cache):
             if not self._do(self.client.collection_exists, collection_name=name):
@@ -101,14 +116,6 @@ class VectorIndex:
                     field_name=field,
                     field_schema=schema,
                 )
-        aliases = self._do(self.client.get_aliases).aliases
-        if not any(a.alias_name == self.alias for a in aliases):
-            op = models.CreateAliasOperation(
-                create_alias=models.CreateAlias(
-                    collection_name=self.collection, alias_name=self.alias
-                )
-            )
-            self._do(self.client.update_collection_aliases, change_aliases_operations=[op])
 
     def existing_payloads(self, refs: Iterable[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
         """Payload of each message's current point (absent = no point)."""

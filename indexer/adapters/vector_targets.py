@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import copy
 import re
-import warnings
 
 from qdrant_client import models
 
@@ -62,24 +61,7 @@ def encoder_tokens(index: VectorIndex, collection: str, configured: int) -> int:
 
 def create(index: VectorIndex, collection: str) -> None:
     """The collection, its cache and payload indexes (idempotent); in no alias."""
-    view = bound(index, collection)
-    params = models.VectorParams(size=index.dim, distance=models.Distance.COSINE)
-    for name in (view.collection, view.cache):
-        if not view._do(index.client.collection_exists, collection_name=name):
-            view._do(index.client.create_collection, collection_name=name, vectors_config=params)
-    tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", UserWarning)  # the embedded store ignores them
-        for field, schema in (
-            ("mailbox_id", tenant),
-            ("thread_key", models.PayloadSchemaType.KEYWORD),
-        ):
-            view._do(
-                index.client.create_payload_index,
-                collection_name=collection,
-                field_name=field,
-                field_schema=schema,
-            )
+    bound(index, collection).create_collections()
 
 
 def drop(index: VectorIndex, collection: str) -> None:

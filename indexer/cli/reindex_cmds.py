@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -31,11 +31,17 @@ def _version_of(mapping: Path) -> int:
     return version
 
 
-def _status() -> None:
+def _status(vectors: bool) -> None:
+    settings = get_settings()
+    if vectors:
+        from indexer.ops.reindex_vectors import Admin
+
+        read, extra, _ = Admin(settings).state()
+        console.print(f"vectors: {read or '-'}\nvectors-write: {extra or '-'}")
+        return
     from indexer.pipeline import deps
 
-    index = deps.fulltext_index(get_settings())
-    for alias, members in index.aliases().items():
+    for alias, members in deps.fulltext_index(settings).aliases().items():
         console.print(f"{alias}: {', '.join(members) or '-'}")
 
 
@@ -49,51 +55,32 @@ def _print_report(report: ReindexReport) -> None:
     console.print(f"backfilled {report.backfilled} messages")
 
 
-def _fulltext(action: str, version: int, opts: dict[str, float]) -> None:
-    from indexer.ops import reindex as ops
+def _run(action: str, vectors: bool, target: int | None, opts: dict[str, float]) -> None:
+    """One action on the full-text index (``target``: mapping version) or on the vector
+    collection (``target``: encoder truncation, None = the configured one)."""
+    from indexer.adapters.opensearch import MAPPING_VERSION
+    from indexer.ops import reindex as text
+    from indexer.ops import reindex_vectors as vec
 
     settings = get_settings()
     if action == "status":
-        _status()
+        _status(vectors)
     elif action == "rollback":
-        read, kept = ops.rollback(settings)
+        read, kept = (vec.rollback_vectors if vectors else text.rollback)(settings)
         console.print(f"searches read {read}; {kept} is kept in step")
     elif action == "finish":
-        console.print(f"deleted {ops.finish(settings, opts['grace_s'], console.print)}")
+        drop = vec.finish_vectors if vectors else text.finish
+        console.print(f"deleted {drop(settings, opts['grace_s'], console.print)}")
     else:
-        _print_report(
-            ops.reindex(
-                settings,
-                version,
-                settle_s=opts["settle_s"],
-                verify_timeout_s=opts["verify_timeout"],
-                say=console.print,
-            )
-        )
-
-
-def _vectors(action: str, max_tokens: int | None, opts: dict[str, float]) -> None:
-    from indexer.ops import reindex_vectors as ops
-
-    settings = get_settings()
-    if action == "status":
-        read, extra, _ = ops.Admin(settings).state()
-        console.print(f"vectors: {read or '-'}\nvectors-write: {extra or '-'}")
-    elif action == "rollback":
-        read, kept = ops.rollback_vectors(settings)
-        console.print(f"searches read {read}; {kept} is kept in step")
-    elif action == "finish":
-        console.print(f"dropped {ops.finish_vectors(settings, opts['grace_s'], console.print)}")
-    else:
-        _print_report(
-            ops.reindex_vectors(
-                settings,
-                max_tokens,
-                settle_s=opts["settle_s"],
-                verify_timeout_s=opts["verify_timeout"],
-                say=console.print,
-            )
-        )
+        kwargs: dict[str, Any] = {
+            "settle_s": opts["settle_s"],
+            "verify_timeout_s": opts["verify_timeout"],
+            "say": console.print,
+        }
+        if vectors:
+            _print_report(vec.reindex_vectors(settings, target, **kwargs))
+        else:
+            _print_report(text.reindex(settings, target or MAPPING_VERSION, **kwargs))
 
 
 def reindex(
@@ -133,10 +120,10 @@ def reindex(
     opts = {"settle_s": settle_s, "verify_timeout": verify_timeout, "grace_s": grace_s}
     try:
         if vectors:
-            _vectors(action, max_tokens, opts)
+            _run(action, True, max_tokens, opts)
         else:
             version = _version_of(mapping) if mapping else (to_version or MAPPING_VERSION)
-            _fulltext(action, version, opts)
+            _run(action, False, version, opts)
     except ReindexError as exc:
         console.print(f"[red]reindex:[/red] {exc}")
         raise typer.Exit(2) from exc
