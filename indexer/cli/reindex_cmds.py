@@ -41,8 +41,14 @@ def _status(vectors: bool) -> None:
         return
     from indexer.pipeline import deps
 
-    for alias, members in deps.fulltext_index(settings).aliases().items():
+    index = deps.fulltext_index(settings)
+    aliases = index.aliases()
+    for alias, members in aliases.items():
         console.print(f"{alias}: {', '.join(members) or '-'}")
+    family = set(index.client.indices.get(index=f"{index.alias}-v*"))
+    loose = sorted(family - {i for members in aliases.values() for i in members})
+    if loose:  # e.g. re-created by a batch older than --finish's grace period
+        console.print(f"in no alias (safe to delete): {', '.join(loose)}")
 
 
 def _print_report(report: ReindexReport) -> None:

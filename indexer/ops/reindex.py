@@ -33,7 +33,6 @@ Requirement: every worker runs code that knows ``<alias>-write`` (this version o
 
 from __future__ import annotations
 
-import re
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
@@ -69,14 +68,6 @@ class ReindexReport:
     dead_lettered: list[MessageRef] = field(default_factory=list)
     counts: dict[str, tuple[int, int, int]] = field(default_factory=dict)
     seconds: float = 0.0
-
-
-def index_version(index: OpenSearchIndex, name: str) -> int:
-    """The mapping version in an index name ``<alias>-v<N>``."""
-    found = re.fullmatch(re.escape(index.alias) + r"-v(\d+)", name)
-    if not found:
-        raise ReindexError(f"{name} is not an index of the {index.alias}-v<N> family")
-    return int(found.group(1))
 
 
 def _single(members: list[str], what: str) -> str:
