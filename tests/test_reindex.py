@@ -24,6 +24,7 @@ from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, mappin
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.cli.tail_cmds import build_tailer
 from indexer.ops import reindex as ops
+from indexer.ops.reconcile import reconcile
 from indexer.settings import Settings
 from indexer.writer.files import read_emails
 from indexer.writer.mapping import to_items
@@ -231,6 +232,8 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
         added & _fields(index.client.indices.get_mapping(index=old)[old]["mappings"]["properties"])
     )
     assert _drift(index, ddb, settings, names) == []
+    # sidecar reconcile reads the alias, now the new index: every field it compares agrees too.
+    assert [d for d in reconcile(settings, mailbox=BOX).remaining if d.index == "fulltext"] == []
 
     assert ops.rollback(settings) == (report.old, report.new)
     assert index.aliases() == {index.alias: [report.old], index.write_alias: [report.new]}
