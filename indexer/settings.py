@@ -39,6 +39,12 @@ class Settings(BaseSettings):
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
     qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")
     qdrant_collection: str = Field(default="mail", description="Prefix of the collection alias.")
+    qdrant_shard_number: int | None = Field(
+        default=None, ge=1, description="Shards of each new collection (a cluster); unset = 1."
+    )
+    qdrant_replication_factor: int | None = Field(
+        default=None, ge=1, description="Copies of each shard (a cluster); unset = 1."
+    )
 
     # Local stack.
     state_dir: Path = Path(".sidecar")
@@ -96,6 +102,16 @@ class Settings(BaseSettings):
     @property
     def qdrant_embedded(self) -> bool:
         return not self.qdrant_url
+
+    @property
+    def qdrant_layout(self) -> dict[str, int]:
+        """``create_collection`` arguments for a Qdrant cluster (the embedded store ignores
+        them); only those set, so the server's defaults apply to the rest."""
+        layout = {
+            "shard_number": self.qdrant_shard_number,
+            "replication_factor": self.qdrant_replication_factor,
+        }
+        return {k: v for k, v in layout.items() if v is not None}
 
 
 @lru_cache(maxsize=1)

@@ -33,12 +33,13 @@ Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
 `(outage OR incident) after:2024/03/01 has:attachment`."""
 
 
-def create_app(settings: Settings | None = None) -> FastAPI:
+def create_app(settings: Settings | None = None, *, vectors: bool = True) -> FastAPI:
+    """``vectors=False``: a replica that never opens the Qdrant store (see ``Backends``)."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.backends = Backends(settings)
+        app.state.backends = Backends(settings, serves_vectors=vectors)
         app.state.tokens = TokenTable.from_settings(settings)
         yield
         app.state.backends.close()

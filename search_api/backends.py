@@ -15,7 +15,7 @@ from typing import Any
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder
 from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.qdrant import StoreBusyError, VectorIndex
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
@@ -32,7 +32,11 @@ class BackendUnavailable(RuntimeError):
 
 @dataclass
 class Backends:
+    """``serves_vectors=False``: an API replica beside the embedded store's owner; it never
+    opens the store (semantic, hybrid and similar answer 503), full text is served as usual."""
+
     settings: Settings
+    serves_vectors: bool = True
 
     @property
     def opensearch(self) -> OpenSearchIndex:
@@ -41,11 +45,17 @@ class Backends:
         except TransientError as exc:
             raise BackendUnavailable("opensearch", str(exc)) from exc
 
+    def require_vectors(self) -> None:
+        """503 at once on a replica that never opens the store (before embedding a query)."""
+        if not self.serves_vectors:
+            raise BackendUnavailable("qdrant", "(not opened by this API replica)")
+
     @property
     def vectors(self) -> VectorIndex:
+        self.require_vectors()
         try:
             index = deps.vector_index(self.settings)
-        except TransientError as exc:
+        except (TransientError, StoreBusyError) as exc:
             raise BackendUnavailable("qdrant", str(exc)) from exc
         self._opened_vectors = True
         return index

@@ -57,6 +57,9 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
         "qdrant": lambda: b.vectors.client.get_collections(),
         "dynamodb": lambda: b.store.describe(),
     }
+    skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
+    for name in skipped:
+        del checks[name]
     failing = []
     for name, check in checks.items():
         try:
@@ -66,7 +69,7 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     if failing:
         response.status_code = 503
         response.headers["Retry-After"] = "5"
-    return {"ready": not failing, "failing": failing}
+    return {"ready": not failing, "failing": failing, "skipped": skipped}
 
 
 SEARCH_DESCRIPTION = """Full-text, semantic or hybrid (RRF) search of one mailbox.

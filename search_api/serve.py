@@ -4,7 +4,8 @@ The embedded store admits one process. With a Qdrant server (``SIDECAR_QDRANT_UR
 is a plain uvicorn process and vectors workers run anywhere. In embedded mode the API process
 is also the vectors consumer: the Celery worker (solo pool) runs in the main thread and
 uvicorn in a second thread, both using the same cached Qdrant client; run
-``sidecar worker --role fulltext`` beside it.
+``sidecar worker --role fulltext`` beside it. Further API replicas on the same host run with
+``--no-vectors-consumer``: they serve full text and never open the store.
 """
 
 from __future__ import annotations
@@ -19,16 +20,17 @@ from indexer.settings import Settings
 from search_api.app import create_app
 
 
-def _server(settings: Settings, host: str, port: int) -> uvicorn.Server:
-    config = uvicorn.Config(
-        create_app(settings), host=host, port=port, log_level="warning", access_log=False
-    )
+def _server(settings: Settings, host: str, port: int, *, vectors: bool) -> uvicorn.Server:
+    app = create_app(settings, vectors=vectors)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
     return uvicorn.Server(config)
 
 
 def serve(settings: Settings, host: str, port: int, *, vectors_consumer: bool) -> None:
+    """Embedded store without ``vectors_consumer``: an API replica beside the owner that never
+    opens the store (full text only; vector modes answer 503)."""
     configure(logging.INFO, "search_api")
-    server = _server(settings, host, port)
+    server = _server(settings, host, port, vectors=vectors_consumer or not settings.qdrant_embedded)
     if not (settings.qdrant_embedded and vectors_consumer):
         server.run()
         return

@@ -124,6 +124,7 @@ def semantic(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -
     text = free_text(node)
     if not text.strip():
         return []
+    backends.require_vectors()
     points = vector_search(backends, _embed(backends, text), vector_filter(node, mailbox), depth)
     return [from_point(p) for p in points]
 

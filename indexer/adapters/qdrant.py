@@ -63,8 +63,18 @@ def cache_id(content_hash: str) -> str:
 class VectorIndex:
     """Message points (alias → model collection) and the content-hash embedding cache."""
 
-    def __init__(self, client: QdrantClient, prefix: str, model_slug: str, dim: int) -> None:
+    def __init__(
+        self,
+        client: QdrantClient,
+        prefix: str,
+        model_slug: str,
+        dim: int,
+        *,
+        layout: Mapping[str, int] | None = None,
+    ) -> None:
         self.client = client
+        # Shards and replicas of collections this index creates (``Settings.qdrant_layout``).
+        self.layout = dict(layout or {})
         self.alias = f"{prefix}-vectors"
         self.collection = f"{prefix}-{model_slug}"
         self.cache = f"{prefix}-{model_slug}-cache"
@@ -101,7 +111,12 @@ class VectorIndex:
         params = models.VectorParams(size=self.dim, distance=models.Distance.COSINE)
         for name in (self.collection, self.cache):
             if not self._do(self.client.collection_exists, collection_name=name):
-                self._do(self.client.create_collection, collection_name=name, vectors_config=params)
+                self._do(
+                    self.client.create_collection,
+                    collection_name=name,
+                    vectors_config=params,
+                    **self.layout,
+                )
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
         with warnings.catch_warnings():
             # The embedded store ignores payload indexes (and says so); a server uses them.

@@ -13,7 +13,11 @@ def serve(
     host: Annotated[str | None, typer.Option(help="Default: SIDECAR_API_HOST (127.0.0.1).")] = None,
     port: Annotated[int | None, typer.Option(help="Default: SIDECAR_API_PORT (8080).")] = None,
     vectors_consumer: Annotated[
-        bool, typer.Option(help="Embedded Qdrant only: also consume the vectors queue.")
+        bool, typer.Option(
+            help="Embedded Qdrant only: also consume the vectors queue (the store's owner). "
+            "--no-vectors-consumer: an API replica that never opens the store (full text; "
+            "semantic, hybrid and similar answer 503)."
+        )
     ] = True,
 ) -> None:
     """Serve the search API (OpenAPI at /openapi.json)."""

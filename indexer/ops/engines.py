@@ -36,7 +36,9 @@ def open_engines(settings: Settings) -> Iterator[Engines]:
     """
     client = build_qdrant(settings)
     try:
-        vectors = VectorIndex(client, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        vectors = VectorIndex(
+            client, settings.qdrant_collection, MODEL_SLUG, DIMENSION, layout=settings.qdrant_layout
+        )
         vectors.ensure()
         yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)
     finally:

@@ -47,7 +47,13 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
 
 @lru_cache(maxsize=4)
 def vector_index(settings: Settings) -> VectorIndex:
-    index = VectorIndex(build_qdrant(settings), settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+    index = VectorIndex(
+        build_qdrant(settings),
+        settings.qdrant_collection,
+        MODEL_SLUG,
+        DIMENSION,
+        layout=settings.qdrant_layout,
+    )
     index.ensure()
     return index
 
