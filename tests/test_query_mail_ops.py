@@ -74,3 +74,22 @@ def test_v2_analysis_fits_mail(index: tuple[Any, str]) -> None:
     ]
     assert tokens(index, "from.address.parts", "KeithP@keithp.com") == ["keithp", "keithp", "com"]
     assert tokens(index, "from.name", "Nicolas de Pesloüan") == ["nicolas", "de", "peslouan"]
+
+
+def test_more_like_this_is_confined_to_the_mailbox_and_names_the_source_by_id() -> None:
+    from search_api.query.more_like_this import more_like_this_body
+
+    body = more_like_this_body(index="mail", doc_id="d1", mailbox_id="m", thread_key="t", size=5)
+    query = body["query"]["bool"]
+    assert query["filter"] == [{"term": {"mailbox_id": "m"}}]
+    assert {"ids": {"values": ["d1"]}} in query["must_not"]
+    assert {"term": {"thread_key": {"value": "t"}}} in query["must_not"]
+    mlt = query["must"][0]["more_like_this"]
+    assert mlt["like"] == [{"_index": "mail", "_id": "d1", "routing": "m"}]
+    assert mlt["fields"] == ["subject", "clean"]
+    own_thread = more_like_this_body(
+        index="mail", doc_id="d1", mailbox_id="m", thread_key=None, size=5, fields=("subject",)
+    )
+    assert own_thread["query"]["bool"]["must_not"] == [{"ids": {"values": ["d1"]}}]
+    with pytest.raises(ValueError):
+        more_like_this_body(index="mail", doc_id="d1", mailbox_id="", thread_key=None, size=5)

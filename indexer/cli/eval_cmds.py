@@ -51,6 +51,9 @@ def eval_similar(
     corpora: Corpora | None = None,
     sample: Annotated[int, typer.Option(help="Whole-thread sample size (messages).")] = 300,
     k: Annotated[int, typer.Option(help="Cut-off of recall@k.")] = 10,
+    max_tokens: Annotated[
+        int | None, typer.Option(help="Encoder truncation (default: SIDECAR_EMBED_MAX_TOKENS).")
+    ] = None,
 ) -> None:
     """Same-thread recall@k of "similar emails" (exclude_thread=false) for the vector search,
     more_like_this, and hybrid variants; prints a Markdown table."""
@@ -59,9 +62,12 @@ def eval_similar(
     from indexer.quality.similar_run import measure
 
     source = corpus or (corpora or _default_corpora()) / "linux-mips-4k.jsonl.gz"
+    base = get_settings()
+    if max_tokens is not None:
+        base = base.model_copy(update={"embed_max_tokens": max_tokens})
     with (
         tempfile.TemporaryDirectory(prefix="sidecar-eval-") as tmp,
-        eval_namespace(get_settings(), Path(tmp)) as settings,
+        eval_namespace(base, Path(tmp)) as settings,
     ):
         scores, default = measure(settings, source, sample, k, Path(tmp))
     typer.echo("\n".join(similar_table(scores, k, default)))

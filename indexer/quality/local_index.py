@@ -11,6 +11,7 @@ from __future__ import annotations
 import shutil
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,16 +30,6 @@ from indexer.writer.files import load_file
 from indexer.writer.store import create_table
 
 
-@dataclass(frozen=True)
-class Done:
-    """An already-finished "task": what the Ingestor waits on."""
-
-    result: dict[str, Any]
-
-    def get(self, timeout: float | None = None, propagate: bool = True) -> dict[str, Any]:
-        return self.result
-
-
 def _result(outcome: Outcome) -> dict[str, Any]:
     return {
         "dead_lettered": [r.to_json() for r in outcome.poison],
@@ -46,23 +37,42 @@ def _result(outcome: Outcome) -> dict[str, Any]:
     }
 
 
-def local_send(settings: Settings) -> Any:
-    """A ``Send`` that runs the full-text or vectors sync at once, in this process."""
+@dataclass(frozen=True)
+class Pending:
+    """A stage's batch running in this process: what the Ingestor waits on."""
 
-    def send(stage: str, payload: dict[str, Any]) -> Done:
-        refs = [MessageRef.from_json(raw) for raw in payload.get("messages", [])]
-        if stage == "fulltext":
-            people = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
-            outcome = sync_fulltext(
-                deps.store(settings), deps.fulltext_index(settings), refs, people
-            )
-        else:
-            outcome = sync_vectors(
-                deps.store(settings), deps.vector_index(settings), deps.embedder(settings), refs
-            )
-        return Done(_result(outcome))
+    future: Future[Outcome]
+
+    def get(self, timeout: float | None = None, propagate: bool = True) -> dict[str, Any]:
+        # Blocks until done, whatever ``timeout``: in-process work cannot be lost on the way,
+        # and the Ingestor's polling expects Celery's own timeout type, not ours.
+        return _result(self.future.result())
+
+
+def local_send(settings: Settings, lanes: dict[str, ThreadPoolExecutor]) -> Any:
+    """A ``Send`` that runs the full-text or vectors sync in this process, one lane (thread)
+    per stage as one worker per queue would: full-text reads overlap embedding, and each
+    stage's batches stay in order (the embedded vector store is used by one thread only)."""
+
+    def fulltext(payload: dict[str, Any]) -> Outcome:
+        people = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
+        index = deps.fulltext_index(settings)
+        return sync_fulltext(deps.store(settings), index, _refs(payload), people)
+
+    def vectors(payload: dict[str, Any]) -> Outcome:
+        index, embedder = deps.vector_index(settings), deps.embedder(settings)
+        return sync_vectors(deps.store(settings), index, embedder, _refs(payload))
+
+    work = {"fulltext": fulltext, "vectors": vectors}
+
+    def send(stage: str, payload: dict[str, Any]) -> Pending:
+        return Pending(lanes[stage].submit(work[stage], payload))
 
     return send
+
+
+def _refs(payload: dict[str, Any]) -> list[MessageRef]:
+    return [MessageRef.from_json(raw) for raw in payload.get("messages", [])]
 
 
 def _refuse(item: RawRecord, reason: str) -> None:
@@ -89,9 +99,15 @@ def index_table(settings: Settings, workdir: Path) -> IngestSummary:
         settings.table,
         records,
     )
-    ingest = Ingestor(local_send(settings), _refuse, settings.batch_messages)
-    ingest.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
-    summary = ingest.wait()
+    deps.vector_index(settings)  # opened here, before the lanes use it
+    with (
+        ThreadPoolExecutor(1, "fulltext") as text_lane,
+        ThreadPoolExecutor(1, "vectors") as vector_lane,
+    ):
+        lanes = {"fulltext": text_lane, "vectors": vector_lane}
+        ingest = Ingestor(local_send(settings, lanes), _refuse, settings.batch_messages)
+        ingest.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
+        summary = ingest.wait()
     index = deps.fulltext_index(settings)
     index.client.indices.refresh(index=index.alias)
     return summary

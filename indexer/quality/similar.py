@@ -78,10 +78,10 @@ def same_thread_recall(
     return Score(variant, mean, len(scores))
 
 
-def default_variants() -> list[Variant]:
+def default_variants(max_tokens: int = 256) -> list[Variant]:
     """What the table compares: each engine alone, then fused with a few cheap tunings."""
     return [
-        Variant("vector (forai, MiniLM, 256 tokens)", "vector"),
+        Variant(f"vector (forai, MiniLM, {max_tokens} tokens)", "vector"),
         Variant("more_like_this (subject+clean)", "mlt"),
         Variant("hybrid: vector + mlt, RRF k=60, depth 50", "hybrid", _two(k=60, depth=50)),
         Variant("hybrid: vector + mlt, RRF k=10, depth 20", "hybrid", _two(k=10, depth=20)),
