@@ -119,9 +119,9 @@ def notmuch_peer(emails: Iterator[dict[str, Any]], workdir: Path) -> Throughput 
     binary = shutil.which("notmuch")
     if binary is None:
         return None
-    root = workdir / "maildir"
+    root = (workdir / "maildir").resolve()  # notmuch wants an absolute database path
     written = write_maildir(emails, root)
-    config = workdir / "notmuch-config"
+    config = root.parent / "notmuch-config"
     config.write_text(
         f"[database]\npath={root}\n[new]\ntags=inbox;\nignore=\n[search]\nexclude_tags=\n"
         "[maildir]\nsynchronize_flags=false\n",

@@ -84,7 +84,9 @@ def free_text_queries(messages: Sequence[Message], mailbox: str, count: int = 50
     """Subject lines as natural-language queries (semantic and hybrid modes)."""
     own = [m for m in messages if m.ref.mailbox_id == mailbox] or list(messages)
     rng = random.Random(13)
-    found = [s for s in (_subject(m) for m in own) if len(s.split()) >= 3]
+    # Words only: a subject's quotes, colons or parentheses would be operators in ``q``.
+    words = (" ".join(re.findall(r"\w+", _subject(m))) for m in own)
+    found = [s for s in words if len(s.split()) >= 3]
     return [s[:120] for s in rng.sample(found, min(count, len(found)))] or ["kernel build"]
 
 

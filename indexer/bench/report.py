@@ -104,6 +104,11 @@ def targets(j: dict[str, Any]) -> list[Target]:
     return found
 
 
+def _num(x: float) -> str:
+    """Ratios keep three significant digits; milliseconds above 100 lose their decimals."""
+    return f"{x:.0f}" if abs(x) >= 100 else f"{x:.3g}"
+
+
 def _fmt(x: Any) -> str:
     return f"{x:,.1f}" if isinstance(x, float) else str(x)
 
@@ -169,5 +174,5 @@ def markdown(j: dict[str, Any]) -> str:
     ]
     for t in targets(j):
         met = "n/a" if t.met is None else ("yes" if t.met else "**no**")
-        out.append(f"| {t.name} | {t.measured:.2f} | {t.needed} | {met} |")
+        out.append(f"| {t.name} | {_num(t.measured)} | {t.needed} | {met} |")
     return "\n".join(out)

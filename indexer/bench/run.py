@@ -172,7 +172,7 @@ def run(opts: Options, base: Settings, log: Log) -> dict[str, Any]:
     data = dataset.prepare(base, chosen, opts.workdir / "corpus" / chosen.key)
     log(
         f"table {data.table}: {data.records} stream records "
-        f"({'reused' if data.reused else 'loaded'} in {data.load_s:.0f}s)"
+        f"({'reused; the first load took' if data.reused else 'loaded in'} {data.load_s:.0f}s)"
     )
     run_id = uuid.uuid4().hex[:8]
     run_dir = opts.workdir / "runs" / run_id

@@ -30,7 +30,7 @@ from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from search_api.query import build_search_body, parse, vector_filter
+from search_api.query import VectorFilter, build_search_body, parse, vector_filter
 from search_api.service import DEPTH
 from search_api.vector_search import to_qdrant
 
@@ -83,7 +83,12 @@ def raw_calls(
 
     def similar(key: str) -> bool:
         point = deps.vector_index(settings).point(MessageRef(mb, key))
-        return point is not None and _qdrant_search(settings, mb, "", list(point.vector))
+        if point is None:
+            return False
+        thread = str((point.payload or {}).get("thread_key"))
+        flt = VectorFilter(mb, exclude_message_keys=(key,), exclude_thread_keys=(thread,))
+        deps.vector_index(settings).query(list(point.vector), to_qdrant(flt), PAGE)
+        return True
 
     return {
         "opensearch_search": (lambda q: _os_search(settings, mb, q), work.fulltext),
