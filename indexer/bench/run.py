@@ -37,7 +37,7 @@ class Options:
     search_seconds: float = 20.0
     raw_seconds: float = 5.0
     clients: int = 8
-    api_port: int = 8093
+    api_port: int = 0  # 0: a free port
     workdir: Path = Path(".sidecar/bench")
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
 import threading
@@ -120,6 +121,13 @@ def measure_raw(
         deps.vector_index.cache_clear()
 
 
+def _free_port() -> int:
+    """A port nobody listens on now: another API answering /healthz must not pass for ours."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
 @dataclass
 class ApiProcess:
     proc: subprocess.Popen[bytes]
@@ -129,6 +137,7 @@ class ApiProcess:
 
 def start_api(settings: Settings, mailbox: str, port: int, log: Path) -> ApiProcess:
     """``sidecar serve`` (owner of the embedded store) with a bench-only token."""
+    port = port or _free_port()
     token = "bench-" + os.urandom(12).hex()
     env = {
         **os.environ,
