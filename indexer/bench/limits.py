@@ -81,7 +81,8 @@ def bulk_limit(client: OpenSearch, alias: str, docs: list[dict[str, Any]]) -> Th
 
 
 def drop_index(client: OpenSearch, alias: str) -> None:
-    """Remove an alias's index family and its template (benchmark namespaces only)."""
+    """Remove an alias's index family and its templates (benchmark namespaces only)."""
     client.indices.delete(index=f"{alias}-v*", ignore_unavailable=True, allow_no_indices=True)
-    if client.indices.exists_index_template(name=f"{alias}-messages"):
-        client.indices.delete_index_template(name=f"{alias}-messages")
+    found = client.indices.get_index_template(name=f"{alias}-messages*", ignore=[404])
+    for template in found.get("index_templates", []):
+        client.indices.delete_index_template(name=template["name"])
