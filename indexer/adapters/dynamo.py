@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -22,6 +23,7 @@ from indexer.core.plan import MessageRef, ParticipantRef
 _DESER = TypeDeserializer()
 _SER = TypeSerializer()
 _BATCH_KEYS = 100
+PARTICIPANT_READERS = 8  # concurrent participant Queries per batch (botocore pools 10)
 _TRANSIENT_CODES = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -107,13 +109,27 @@ class DynamoStore:
                     message_sk(ts, ref.message_key),
                 )
         messages = self.get_items(message_keys.values())
+        found = {ref: messages.get(key) for ref, key in message_keys.items()}
+        people = self._participants_of_many(
+            [ref for ref, message in found.items() if participants and message])
         states: dict[MessageRef, MessageState] = {}
         for ref in refs:
-            message = messages.get(message_keys[ref]) if ref in message_keys else None
+            message = found.get(ref)
             body = first.get((pointer_pk(ref.mailbox_id, ref.message_key), "BODY"))
-            people = self.participants_of(ref) if participants and message else ()
-            states[ref] = MessageState(ref, message, body if message else None, people)
+            states[ref] = MessageState(ref, message, body if message else None,
+                                       people.get(ref, ()))
         return states
+
+    def _participants_of_many(
+        self, refs: list[MessageRef]
+    ) -> dict[MessageRef, tuple[Participant, ...]]:
+        """One Query per message (no batch Query exists), ``PARTICIPANT_READERS`` at a time:
+        each is an independent network round trip, so a batch costs a few latencies, not
+        one per message."""
+        if len(refs) <= 1:
+            return {ref: self.participants_of(ref) for ref in refs}
+        with ThreadPoolExecutor(max_workers=min(PARTICIPANT_READERS, len(refs))) as pool:
+            return dict(zip(refs, pool.map(self.participants_of, refs), strict=True))
 
     def _paged(self, method: Any, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
         """Pages of a Query or Scan, following ``LastEvaluatedKey`` (1 MB per call at most)."""
