@@ -24,7 +24,8 @@ from indexer.logs import celery_json_logs
 from indexer.metrics import MESSAGES
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
-from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
+from indexer.pipeline.sync import Outcome, sync_fulltext
+from indexer.pipeline.vector_sync import sync_vector_targets
 from indexer.settings import get_settings
 
 log = logging.getLogger(__name__)
@@ -115,10 +116,5 @@ def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         self,
         "vectors",
         payload,
-        lambda: sync_vectors(
-            deps.store(settings),
-            deps.vector_index(settings),
-            deps.embedder(settings),
-            _refs(payload),
-        ),
+        lambda: sync_vector_targets(settings, _refs(payload)),
     )
