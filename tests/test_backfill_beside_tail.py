@@ -1,5 +1,6 @@
-"""Acceptance: a backfill of a 4,000-message export running while the tailer applies deletes and
-rewrites of some of the same messages ends with both indexes equal to the table.
+"""Acceptance: a backfill of a linux-mips-4k export running while the tailer applies deletes and
+rewrites of some of the same messages ends with both indexes equal to the table (the suite
+runs 400 of its messages; ``SIDECAR_BACKFILL_TAIL_MESSAGES=4000`` runs all of them).
 
 The export is built from the table itself (AWS's FULL layout in moto's S3, via the helpers of
 ``tests.test_backfill``); its rows are triggers, so a stale row replayed after a live delete or
@@ -8,9 +9,12 @@ rewrite must neither resurrect nor overwrite. Run with ``-s`` to see the timings
 
 from __future__ import annotations
 
+import gzip
+import os
 import random
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -33,10 +37,12 @@ from tests.pipeline_helpers import (
 )
 from tests.test_backfill import _full_export
 
-# The issue asks for linux-mips-4k (4,000 messages, 86k items). moto 5.2.5 answers a main-table
-# Query and each Scan page by walking every item (3 s per Query at 86k items), so the writer's
-# thread refreshes and deletes would take hours here; the same flow runs on the lkml corpus.
-CORPUS, TOTAL = CORPORA / "notmuch-lkml.jsonl.gz", 176
+# linux-mips-4k (4,000 messages, 990 threads, ~87k items) is the issue's size:
+# SIDECAR_BACKFILL_TAIL_MESSAGES=4000. The suite runs its first 400 messages: against moto
+# every full-text batch pays a round trip per message (participants) at moto's per-request
+# cost, and the full size does not fit a CI run (see README, "Backfill").
+CORPUS = CORPORA / "linux-mips-4k.jsonl.gz"
+TOTAL = int(os.environ.get("SIDECAR_BACKFILL_TAIL_MESSAGES", "400"))
 BOX = "mips"
 DELETES, REWRITES, RESTORES = 8, 8, 2
 
@@ -80,16 +86,17 @@ def _rewritten(email: dict[str, Any], n: int) -> dict[str, Any]:
 
 @pytest.mark.stack
 @pytest.mark.slow
-def test_backfill_beside_tail_ends_equal_to_the_table(settings: Settings) -> None:
+def test_backfill_beside_tail_ends_equal_to_the_table(settings: Settings, tmp_path: Path) -> None:
     settings = settings.model_copy(update={"embed_max_tokens": 64, "batch_messages": 128})
+    corpus = tmp_path / "corpus.jsonl"
+    with gzip.open(CORPUS, "rt", encoding="utf-8") as source:
+        corpus.write_text("".join(line for _, line in zip(range(TOTAL), source, strict=False)))
     ddb = prepare_tables(settings)
     start = time.monotonic()
-    # Atomic, not bulk: bulk's per-thread summary refresh Queries the table, and moto's Query
-    # walks every item of the table (~3 s each at 86k items, x 990 threads).
-    loaded = load_file(ddb, settings.table, CORPUS, BOX)
+    loaded = load_file(ddb, settings.table, corpus, BOX, atomic=False)
     t_load = time.monotonic() - start
     assert loaded.stored == TOTAL and not loaded.rejected
-    emails = [e for _, e in read_emails(CORPUS) if isinstance(e, dict)]
+    emails = [e for _, e in read_emails(corpus) if isinstance(e, dict)]
 
     mark = time.monotonic()
     uri, _, rows = _full_export(settings, ddb, files=16)
@@ -138,7 +145,8 @@ def test_backfill_beside_tail_ends_equal_to_the_table(settings: Settings) -> Non
             during = 0
             for n, (op, email) in enumerate(ops):
                 if op == "delete":
-                    assert delete_message(ddb, settings.table, BOX, email["messageId"])
+                    stored = to_items(email, BOX)
+                    assert delete_message(ddb, settings.table, BOX, email["messageId"], stored)
                 elif op == "rewrite":
                     assert rewrite_message(ddb, settings.table, to_items(_rewritten(email, n), BOX))
                 else:

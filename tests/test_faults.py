@@ -171,18 +171,29 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
 @pytest.mark.stack
 @pytest.mark.slow
 def test_faults_under_write_load_end_with_zero_drift(settings: Settings, tmp_path: Path) -> None:
+
+    (tmp_path / "redis").mkdir()
+    (tmp_path / "os").mkdir()
+    broker, node = PrivateRedis(tmp_path / "redis"), PrivateOpenSearch(tmp_path / "os")
+    try:
+        broker.start()
+        node.start()
+        _run_faults(settings.model_copy(update={
+            "redis_url": broker.url, "opensearch_url": node.url, "retry_backoff_max_s": 5}),
+            tmp_path, broker, node)
+    finally:
+        node.stop()
+        broker.stop()
+
+
+def _run_faults(
+    settings: Settings, tmp_path: Path, broker: PrivateRedis, node: PrivateOpenSearch
+) -> None:
     from indexer.ops.reconcile import reconcile
     from indexer.pipeline import deps
     from indexer.pipeline.runner import spawn_workers, stop_workers
     from tests.pipeline_helpers import prepare_tables, wait_until
 
-    (tmp_path / "redis").mkdir()
-    (tmp_path / "os").mkdir()
-    broker, node = PrivateRedis(tmp_path / "redis"), PrivateOpenSearch(tmp_path / "os")
-    broker.start()
-    node.start()
-    settings = settings.model_copy(update={
-        "redis_url": broker.url, "opensearch_url": node.url, "retry_backoff_max_s": 5})
     ddb = prepare_tables(settings)
     deps.fulltext_index(settings).ensure()
     log = tmp_path / "tail.log"
@@ -258,15 +269,11 @@ def test_faults_under_write_load_end_with_zero_drift(settings: Settings, tmp_pat
             except subprocess.TimeoutExpired:
                 _kill_group(tail)
         stop_workers(list(workers.values()))
-    try:
-        print(f"\n{load.done} writes; recovery seconds {timings}; peak ready tasks {depth.peak}")
-        assert load.done > 50
-        # bounded: each reader has at most one page (<= 1000 records) of batches in flight
-        assert depth.peak <= 2 * (1000 // settings.batch_messages + 1), depth.peak
-        report = reconcile(settings)
-        assert report.drifted == 0, report.to_json()
-        assert sum(s.table_messages for s in report.mailboxes) > 0, report.to_json()
-        assert deps.dead_letters(settings).list() == []
-    finally:
-        node.stop()
-        broker.stop()
+    print(f"\n{load.done} writes; recovery seconds {timings}; peak ready tasks {depth.peak}")
+    assert load.done > 50
+    # bounded: each reader has at most one page (<= 1000 records) of batches in flight
+    assert depth.peak <= 2 * (1000 // settings.batch_messages + 1), depth.peak
+    report = reconcile(settings)
+    assert report.drifted == 0, report.to_json()
+    assert sum(s.table_messages for s in report.mailboxes) > 0, report.to_json()
+    assert deps.dead_letters(settings).list() == []
