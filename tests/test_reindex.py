@@ -208,12 +208,16 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
             assert wait_until(lambda: not _drift(index, ddb, settings, [old]), timeout=180)
             t_indexed = time.monotonic() - started
             with _running(searches.run, searches.stop), _running(load.run, load.stop):
+                window = time.monotonic()
                 time.sleep(1.0)
+                before = searches.issued
                 report = ops.reindex(
                     settings, new_version, settle_s=1.0, verify_timeout_s=120, say=_say
                 )
+                during = searches.issued - before
                 time.sleep(3.0)  # the load goes on past the swap
                 load.stop.set()
+            window = time.monotonic() - window
             names = [report.old, report.new]
             assert wait_until(lambda: not _drift(index, ddb, settings, names), timeout=60)
     print(
@@ -222,7 +226,10 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
         f"{searches.issued} searches issued, {searches.ok} ok, {len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    assert searches.failures == [] and searches.ok == searches.issued >= 50
+    assert searches.failures == [] and searches.ok == searches.issued
+    # searches kept their schedule (half of it at least, on a loaded machine) through the window,
+    # and some were issued while the reindex ran
+    assert searches.issued >= 0.5 * window / searches.interval_s and during >= 1
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == index.index_name(new_version)
     assert index.aliases() == {index.alias: [report.new], index.write_alias: [report.old]}

@@ -78,12 +78,16 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
             assert wait_until(lambda: _converged(settings, ddb, [old]), timeout=180)
             t_indexed = time.monotonic() - started
             with _running(searches.run, searches.stop), _running(load.run, load.stop):
+                window = time.monotonic()
                 time.sleep(1.0)
+                before = searches.issued
                 report = ops.reindex_vectors(
                     settings, 32, settle_s=1.0, verify_timeout_s=120, say=_say
                 )
+                during = searches.issued - before
                 time.sleep(3.0)  # the load goes on past the swap
                 load.stop.set()
+            window = time.monotonic() - window
             names = [report.old, report.new]
             assert wait_until(lambda: _converged(settings, ddb, names), timeout=90, interval=2)
             assert admin.state() == (report.new, report.old, old)
@@ -96,7 +100,10 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
         f"{len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    assert searches.failures == [] and searches.ok == searches.issued >= 30
+    assert searches.failures == [] and searches.ok == searches.issued
+    # searches kept their schedule (half of it at least, on a loaded machine) through the window,
+    # and some were issued while the reindex ran
+    assert searches.issued >= 0.5 * window / searches.interval_s and during >= 1
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == f"{old}-t32"
     client = build_qdrant(settings)  # the API has stopped: this process may open the store
