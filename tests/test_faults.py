@@ -35,12 +35,12 @@ import pytest
 import redis
 
 from indexer.settings import Settings
+from tests.api_fixtures import free_port
 from tests.test_tail_redis_restart import (
     MAILBOXES,
     PrivateRedis,
     _checkpointed_to_the_end,
     _converged,
-    _free_port,
     _tail_process,
 )
 
@@ -51,7 +51,7 @@ class PrivateOpenSearch:
     """A one-node OpenSearch of the stack's launcher on its own port and data; restartable."""
 
     def __init__(self, home: Path) -> None:
-        self.home, self.port = home, _free_port()
+        self.home, self.port = home, free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
 

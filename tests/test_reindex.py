@@ -162,6 +162,12 @@ class Searches:
             else:
                 self.failures.append(failure)
 
+    def assert_never_failed(self, window_s: float, during_reindex: int) -> None:
+        """Every search answered; the searches kept their schedule (half of it at least, on a
+        loaded machine) through the window, and some were issued while the reindex ran."""
+        assert self.failures == [] and self.ok == self.issued
+        assert self.issued >= 0.5 * window_s / self.interval_s and during_reindex >= 1
+
     def run(self) -> None:
         headers = {"Authorization": f"Bearer {TOKEN_A}"}
         with (
@@ -226,10 +232,7 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
         f"{searches.issued} searches issued, {searches.ok} ok, {len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    assert searches.failures == [] and searches.ok == searches.issued
-    # searches kept their schedule (half of it at least, on a loaded machine) through the window,
-    # and some were issued while the reindex ran
-    assert searches.issued >= 0.5 * window / searches.interval_s and during >= 1
+    searches.assert_never_failed(window, during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == index.index_name(new_version)
     assert index.aliases() == {index.alias: [report.new], index.write_alias: [report.old]}

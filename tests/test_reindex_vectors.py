@@ -100,10 +100,7 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
         f"{len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    assert searches.failures == [] and searches.ok == searches.issued
-    # searches kept their schedule (half of it at least, on a loaded machine) through the window,
-    # and some were issued while the reindex ran
-    assert searches.issued >= 0.5 * window / searches.interval_s and during >= 1
+    searches.assert_never_failed(window, during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == f"{old}-t32"
     client = build_qdrant(settings)  # the API has stopped: this process may open the store

@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -25,22 +24,17 @@ import pytest
 import redis
 
 from indexer.settings import Settings, to_env
+from tests.api_fixtures import free_port
 
 REDIS_SERVER = "/usr/bin/redis-server"
 MAILBOXES = ["alpha", "beta"]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class PrivateRedis:
     """An AOF-backed (fsync always) redis-server on a fixed port and dir; restartable."""
 
     def __init__(self, directory: Path) -> None:
-        self.port = _free_port()
+        self.port = free_port()
         self.dir = directory
         self.url = f"redis://127.0.0.1:{self.port}/0"
         self.proc: subprocess.Popen[bytes] | None = None

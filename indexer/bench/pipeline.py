@@ -19,8 +19,14 @@ from indexer.adapters import aws
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.bench.timing import peak_rss_mib, rate
 from indexer.pipeline import deps
-from indexer.pipeline.ingest import Ingestor, IngestSummary, Pending, Send
-from indexer.pipeline.runner import celery_send, decode_dead_letter, spawn_workers, stop_workers
+from indexer.pipeline.ingest import Ingestor, IngestSummary, Send
+from indexer.pipeline.runner import (
+    celery_send,
+    decode_dead_letter,
+    only_stage,
+    spawn_workers,
+    stop_workers,
+)
 from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
 
@@ -66,20 +72,10 @@ def namespace(base: Settings, table: str, run_id: str, tag: str, workdir: Path) 
     )
 
 
-class _Done:
-    """Stands for a vectors task nobody waits for (the full-text-only path)."""
-
-    def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
-        return {}
-
-
 def _sender(settings: Settings, fulltext_only: bool) -> Send:
+    """The pipeline's send; full-text only: vectors tasks are not enqueued nor waited for."""
     send = celery_send(settings)
-
-    def fulltext(stage: str, payload: dict[str, Any]) -> Pending:
-        return send(stage, payload) if stage == "fulltext" else _Done()
-
-    return fulltext if fulltext_only else send
+    return only_stage(send, "fulltext") if fulltext_only else send
 
 
 def _searchable_after(settings: Settings, expected: int, started: float, out: list[float]) -> None:
