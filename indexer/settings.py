@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
 from pydantic import Field
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -62,6 +63,10 @@ class Settings(BaseSettings):
     embed_batch_size: int = Field(default=32, ge=1)
     embed_max_tokens: int = Field(default=256, ge=16, le=512)
     embed_threads: int = Field(default=2, ge=1)
+    embed_dtype: Literal["auto", "float32", "bfloat16"] = Field(
+        default="auto",
+        description="Model precision; auto = bfloat16 where the CPU has native bfloat16.",
+    )
 
     # Metrics (Prometheus).
     metrics_port: int = Field(

@@ -6,6 +6,7 @@ test uses; stock moto walks and sorts the whole table for each base-table Query.
 
 from __future__ import annotations
 
+import json
 import statistics
 import time
 from typing import Any
@@ -107,3 +108,44 @@ def test_paged_scan_returns_every_item_once_in_key_order(ddb: Any, unique: str) 
     odd = _scan_all(ddb, name, Limit=4, FilterExpression="n > :five",
                     ExpressionAttributeValues={":five": {"N": "5"}})
     assert odd == [row for row in every if int(row[1][1:]) > 5]
+
+
+def test_direct_json_answers_equal_motos_serializer() -> None:
+    """The launcher's direct JSON for data-plane answers is what moto's serializer writes."""
+    from moto.core.responses import ActionContext
+    from moto.core.serialize import get_serializer_class
+    from moto.core.utils import get_service_model
+    from moto.dynamodb.models.dynamo_type import DynamoType
+    from moto.dynamodb.responses import DynamoResult
+
+    from indexer.stack import moto_server
+
+    stock = DynamoResult.execute_result
+    moto_server._patch_responses()
+    direct = DynamoResult.execute_result
+    assert direct is not stock
+    item = {
+        "PK": DynamoType({"S": "a#é"}), "b": DynamoType({"B": "AAEC"}),
+        "bs": DynamoType({"BS": ["AAE=", "AAI="]}), "n": DynamoType({"N": "1.5"}),
+        "m": DynamoType({"M": {"x": {"S": "y"}, "l": {"L": [{"N": "1"}, {"NULL": True}]}}}),
+        "t": DynamoType({"BOOL": False}), "ss": DynamoType({"SS": ["q", "p"]}),
+    }
+    answers = {
+        "Query": {"Items": [item], "Count": 1, "ScannedCount": 1,
+                  "LastEvaluatedKey": {"PK": {"S": "a"}}, "ConsumedCapacity": None},
+        "BatchGetItem": {"Responses": {"t": [item]}, "UnprocessedKeys": {},
+                         "ConsumedCapacity": [{"CapacityUnits": 1, "TableName": "t"}]},
+        "GetItem": {"Item": item},
+        "UpdateItem": {"Attributes": item},
+    }
+    model = get_service_model("dynamodb")
+    try:
+        for operation, answer in answers.items():
+            context = ActionContext(model, model.operation_model(operation),
+                                    get_serializer_class("dynamodb", "json"), None)
+            want = stock(DynamoResult(answer), context)
+            got = direct(DynamoResult(answer), context)
+            assert got[0] == want[0] == 200
+            assert json.loads(got[2]) == json.loads(want[2]), operation
+    finally:
+        DynamoResult.execute_result = stock  # type: ignore[method-assign]

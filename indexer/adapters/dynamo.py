@@ -1,7 +1,8 @@
 """DynamoDB adapter: consistent reads of a message's current items, and the sidecar's own table.
 
 The sidecar's table (``<table>-sidecar``) keeps what the mail table cannot answer by message
-key — the participants of a message — plus, later, checkpoints and leases. Reads of the mail
+key — the participants of a message, one item each (``indexer.adapters.participants``) — plus
+the tailer's checkpoints and leases. Reads of the mail
 table are strongly consistent: the planner's "re-read, write, re-read" relies on it.
 """
 
@@ -9,21 +10,19 @@ from __future__ import annotations
 
 import time
 from collections.abc import Collection, Iterable, Iterator, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from indexer.adapters.participants import ParticipantStore
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk, message_sk, pointer_pk
 from indexer.core.plan import MessageRef, ParticipantRef
 
 _DESER = TypeDeserializer()
-_SER = TypeSerializer()
 _BATCH_KEYS = 100
-PARTICIPANT_READERS = 8  # concurrent participant Queries per batch (botocore pools 10)
 _TRANSIENT_CODES = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -65,6 +64,7 @@ class DynamoStore:
         self._client = client
         self._table = table
         self._state = state_table
+        self._people = ParticipantStore(client, state_table, classify_error)
 
     # -- mail table ---------------------------------------------------------------------------
     def get_items(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
@@ -110,7 +110,7 @@ class DynamoStore:
                 )
         messages = self.get_items(message_keys.values())
         found = {ref: messages.get(key) for ref, key in message_keys.items()}
-        people = self._participants_of_many(
+        people = self._people.of_many(
             [ref for ref, message in found.items() if participants and message])
         states: dict[MessageRef, MessageState] = {}
         for ref in refs:
@@ -119,17 +119,6 @@ class DynamoStore:
             states[ref] = MessageState(ref, message, body if message else None,
                                        people.get(ref, ()))
         return states
-
-    def _participants_of_many(
-        self, refs: list[MessageRef]
-    ) -> dict[MessageRef, tuple[Participant, ...]]:
-        """One Query per message (no batch Query exists), ``PARTICIPANT_READERS`` at a time:
-        each is an independent network round trip, so a batch costs a few latencies, not
-        one per message."""
-        if len(refs) <= 1:
-            return {ref: self.participants_of(ref) for ref in refs}
-        with ThreadPoolExecutor(max_workers=min(PARTICIPANT_READERS, len(refs))) as pool:
-            return dict(zip(refs, pool.map(self.participants_of, refs), strict=True))
 
     def _paged(self, method: Any, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
         """Pages of a Query or Scan, following ``LastEvaluatedKey`` (1 MB per call at most)."""
@@ -189,66 +178,22 @@ class DynamoStore:
                 removed += 1
         return removed
 
-    # -- sidecar table: participants -----------------------------------------------------------
-    @staticmethod
-    def _participant_pk(ref: MessageRef) -> str:
-        return f"P#{ref.mailbox_id}#{ref.message_key}"
-
+    # -- sidecar table: participants (see indexer.adapters.participants) ----------------------
     def participants_of(self, ref: MessageRef) -> tuple[Participant, ...]:
-        """The participants the sidecar has seen for a message (consistent, paged Query)."""
-        people: list[Participant] = []
-        paginator = self._client.get_paginator("query")
-        try:
-            pages = paginator.paginate(
-                TableName=self._state,
-                KeyConditionExpression="PK = :pk",
-                ExpressionAttributeValues={":pk": {"S": self._participant_pk(ref)}},
-                ConsistentRead=True,
-            )
-            for page in pages:
-                for raw in page["Items"]:
-                    item = plain(raw)
-                    people.append(Participant(item["role"], item["email"], item.get("name")))
-        except (ClientError, BotoCoreError) as exc:
-            raise classify_error(exc) from exc
-        return tuple(sorted(people, key=lambda p: (p.role, p.email)))
+        """The participants the sidecar has seen for a message (strongly consistent)."""
+        return self._people.of_many([ref])[ref]
 
     def sync_participants(self, refs: Collection[ParticipantRef]) -> None:
         """Make the participant store match the mail table for these items (write, then verify)."""
         pending = set(refs)
         for _ in range(5):
             current = self.get_items((r.pk, r.sk) for r in pending)
-            self._write_participants(pending, current)
+            self._people.write(pending, current)
             again = self.get_items((r.pk, r.sk) for r in pending)
             pending = {r for r in pending if current.get((r.pk, r.sk)) != again.get((r.pk, r.sk))}
             if not pending:
                 return
         raise TransientError("participant items kept changing; retry later")
-
-    def _write_participants(
-        self, refs: Collection[ParticipantRef], current: dict[Key, dict[str, Any]]
-    ) -> None:
-        for ref in refs:
-            key = {
-                "PK": {"S": self._participant_pk(ref.message)},
-                "SK": {"S": f"{ref.pk}|{ref.sk}"},
-            }
-            item = current.get((ref.pk, ref.sk))
-            try:
-                if item is None:
-                    self._client.delete_item(TableName=self._state, Key=key)
-                else:
-                    values = {
-                        "role": item.get("role") or ref.sk.rsplit("#", 1)[-1],
-                        "email": str(item.get("email") or ""),
-                        "name": item.get("name"),
-                    }
-                    self._client.put_item(
-                        TableName=self._state,
-                        Item={**key, **{k: _SER.serialize(v) for k, v in values.items()}},
-                    )
-            except (ClientError, BotoCoreError) as exc:
-                raise classify_error(exc) from exc
 
     def ensure_state_table(self) -> None:
         """Create the sidecar's table if missing (idempotent)."""

@@ -49,6 +49,7 @@ def _embedder(settings: Settings) -> Embedder:
         max_tokens=settings.embed_max_tokens,
         threads=settings.embed_threads,
         batch_size=settings.embed_batch_size,
+        dtype=settings.embed_dtype,
     )
 
 

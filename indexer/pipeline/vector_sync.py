@@ -18,15 +18,17 @@ from indexer.settings import Settings
 
 
 @lru_cache(maxsize=2)
-def _other_embedder(max_tokens: int, threads: int, batch_size: int) -> Embedder:
-    return Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch_size)
+def _other_embedder(max_tokens: int, threads: int, batch_size: int, dtype: str) -> Embedder:
+    return Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch_size, dtype=dtype)
 
 
 def embedder_for(settings: Settings, max_tokens: int) -> Embedder:
     """The process's embedder, or one model per other truncation (a reindex's target)."""
     if max_tokens == settings.embed_max_tokens:
         return deps.embedder(settings)
-    return _other_embedder(max_tokens, settings.embed_threads, settings.embed_batch_size)
+    return _other_embedder(
+        max_tokens, settings.embed_threads, settings.embed_batch_size, settings.embed_dtype
+    )
 
 
 def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Outcome:

@@ -1,0 +1,158 @@
+"""The sidecar's participant store: one item per message, read in batches.
+
+Why it exists: the mail table keys participant items by address (``M#<M>#A#<email>``), so
+"who took part in message K" has no key there. The sidecar keeps that answer itself, in its
+state table, as **one item per message** — ``PK = P#<mailbox>#<message_key>``, ``SK = PEOPLE``
+— with one attribute per participant item of the mail table. Why one item and not one item per
+participant: the full-text path reads the participants of every message of a batch twice
+(read, then verify), and one item per message makes that one ``BatchGetItem`` of 100 keys
+instead of one ``Query`` per message; it was the pipeline's largest cost.
+
+Each participant attribute is named ``p_<hash of the mail item's key>`` (email content never
+becomes an attribute name) and holds ``{role, email, name}``. Writes are ``UpdateItem``
+``SET``/``REMOVE`` of single attributes, so two workers syncing different participants of one
+message never overwrite each other; a message's updates are one request. An item is limited to
+400 KB by DynamoDB, about 2,000 participants; a larger message fails its update with
+DynamoDB's ``ValidationException`` and is dead-lettered with that reason.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import time
+from collections import defaultdict
+from collections.abc import Collection, Iterator, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any
+
+from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
+from botocore.exceptions import BotoCoreError, ClientError
+
+from indexer.core.documents import Participant
+from indexer.core.errors import TransientError
+from indexer.core.plan import MessageRef, ParticipantRef
+
+SK = "PEOPLE"
+WRITERS = 8  # concurrent UpdateItem calls per batch (botocore pools 10 connections)
+_BATCH_KEYS = 100
+_DESER = TypeDeserializer()
+_SER = TypeSerializer()
+
+Key = tuple[str, str]
+
+
+def item_pk(ref: MessageRef) -> str:
+    """The state-table partition key of a message's participant item."""
+    return f"P#{ref.mailbox_id}#{ref.message_key}"
+
+
+def attribute_name(ref: ParticipantRef) -> str:
+    """A fixed-size attribute name for one mail-table participant item (a hash of its key)."""
+    digest = hashlib.sha256(f"{ref.pk}\x00{ref.sk}".encode()).hexdigest()
+    return f"p_{digest[:24]}"
+
+
+def _participant(raw: Mapping[str, Any]) -> Participant:
+    value = {k: _DESER.deserialize(v) for k, v in raw.items()}
+    name = value.get("name")
+    return Participant(str(value["role"]), str(value["email"]), None if name is None else str(name))
+
+
+class ParticipantStore:
+    """Reads and writes of the per-message participant items in the sidecar's table."""
+
+    def __init__(self, client: Any, state_table: str, classify: Any) -> None:
+        self._client = client
+        self._table = state_table
+        self._classify = classify
+
+    def of_many(self, refs: Collection[MessageRef]) -> dict[MessageRef, tuple[Participant, ...]]:
+        """Each message's participants, sorted; strongly consistent ``BatchGetItem``s."""
+        by_pk = {item_pk(ref): ref for ref in refs}
+        people: dict[MessageRef, tuple[Participant, ...]] = {ref: () for ref in refs}
+        for item in self._batch_get(sorted(by_pk)):
+            found = [_participant(v["M"]) for k, v in item.items() if k.startswith("p_")]
+            people[by_pk[item["PK"]["S"]]] = tuple(sorted(found, key=lambda p: (p.role, p.email)))
+        return people
+
+    def _batch_get(self, pks: list[str]) -> Iterator[dict[str, Any]]:
+        for start in range(0, len(pks), _BATCH_KEYS):
+            keys = [{"PK": {"S": pk}, "SK": {"S": SK}} for pk in pks[start : start + _BATCH_KEYS]]
+            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
+            for attempt in range(10):
+                try:
+                    response = self._client.batch_get_item(RequestItems=request)
+                except (ClientError, BotoCoreError) as exc:
+                    raise self._classify(exc) from exc
+                yield from response["Responses"].get(self._table, [])
+                request = response.get("UnprocessedKeys") or {}
+                if not request:
+                    break
+                time.sleep(min(2.0, 0.05 * 2**attempt))
+            else:
+                raise TransientError("dynamodb: keys left unprocessed after 10 attempts")
+
+    def write(
+        self, refs: Collection[ParticipantRef], current: Mapping[Key, Mapping[str, Any]]
+    ) -> None:
+        """Set (or remove, when the mail item is gone) each participant's attribute; one
+        ``UpdateItem`` per message, ``WRITERS`` messages at a time."""
+        by_message: dict[MessageRef, list[ParticipantRef]] = defaultdict(list)
+        for ref in refs:
+            by_message[ref.message].append(ref)
+        jobs = list(by_message.items())
+        if len(jobs) <= 1:
+            for message, people in jobs:
+                self._update(message, people, current)
+            return
+        with ThreadPoolExecutor(max_workers=min(WRITERS, len(jobs))) as pool:
+            list(pool.map(lambda job: self._update(job[0], job[1], current), jobs))
+
+    def _update(
+        self,
+        message: MessageRef,
+        people: list[ParticipantRef],
+        current: Mapping[Key, Mapping[str, Any]],
+    ) -> None:
+        names: dict[str, str] = {}
+        values: dict[str, Any] = {}
+        sets: list[str] = []
+        removes: list[str] = []
+        for n, ref in enumerate(sorted(set(people), key=lambda r: (r.pk, r.sk))):
+            names[f"#a{n}"] = attribute_name(ref)
+            item = current.get((ref.pk, ref.sk))
+            if item is None:
+                removes.append(f"#a{n}")
+                continue
+            value = {
+                "role": str(item.get("role") or ref.sk.rsplit("#", 1)[-1]),
+                "email": str(item.get("email") or ""),
+                "name": None if item.get("name") is None else str(item["name"]),
+            }
+            values[f":v{n}"] = _SER.serialize(value)
+            sets.append(f"#a{n} = :v{n}")
+        expression = " ".join(
+            part
+            for part in (
+                f"SET {', '.join(sets)}" if sets else "",
+                f"REMOVE {', '.join(removes)}" if removes else "",
+            )
+            if part
+        )
+        kwargs: dict[str, Any] = {
+            "TableName": self._table,
+            "Key": {"PK": {"S": item_pk(message)}, "SK": {"S": SK}},
+            "UpdateExpression": expression,
+            "ExpressionAttributeNames": names,
+        }
+        if values:
+            kwargs["ExpressionAttributeValues"] = values
+        else:  # removals only: never create an empty item for a message already gone
+            kwargs["ConditionExpression"] = "attribute_exists(PK)"
+        try:
+            self._client.update_item(**kwargs)
+        except ClientError as exc:
+            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+                raise self._classify(exc) from exc
+        except BotoCoreError as exc:
+            raise self._classify(exc) from exc
