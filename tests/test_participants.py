@@ -92,3 +92,26 @@ def test_read_states_joins_people_of_more_than_one_batch(store: Any, ddb: Any,
     people = store._people.of_many(messages)
     assert {m: [p.email for p in people[m]] for m in messages} == {
         m: [f"{m.message_key}@x.org"] for m in messages}
+
+
+def test_unchanged_participants_are_not_written_again(store: Any, ddb: Any,
+                                                      settings: Settings) -> None:
+    """A replay of participants the store already holds reads, but writes nothing."""
+    messages = [MessageRef("box@x.org", f"r{n}") for n in range(5)]
+    refs = [_ref(m, f"{m.message_key}@x.org", "to") for m in messages]
+    for ref in refs:
+        _put(ddb, settings, ref, ref.pk.rsplit("#", 1)[-1], "Name")
+    updates: list[str] = []
+    client = store._client  # the store's own (real) client: count the calls it makes
+    client.meta.events.register("provide-client-params.dynamodb.UpdateItem",
+                                lambda **kw: updates.append(kw["params"]["Key"]["PK"]["S"]))
+    store.sync_participants(refs)
+    assert len(updates) == 5
+    store.sync_participants(refs)
+    assert len(updates) == 5, "an unchanged participant was written again"
+    ddb.put_item(TableName=settings.table, Item={
+        "PK": {"S": refs[0].pk}, "SK": {"S": refs[0].sk}, "email": {"S": "r0@x.org"},
+        "role": {"S": "to"}, "name": {"S": "Renamed"}})
+    store.sync_participants(refs)
+    assert updates[5:] == ["P#box@x.org#r0"]
+    assert store.participants_of(messages[0]) == (Participant("to", "r0@x.org", "Renamed"),)

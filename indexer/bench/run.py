@@ -34,6 +34,7 @@ class Options:
     corpus: Path | None
     messages: int
     naive_messages: int = 500
+    encoder_texts: int = 1000  # a rate: a sample of the texts measures it as well as all of them
     search_seconds: float = 20.0
     raw_seconds: float = 5.0
     clients: int = 8
@@ -95,9 +96,11 @@ def _pipeline_stages(
 
 
 def _limits(
-    full: Settings, embedder: Embedder, data: dataset.Dataset, run_id: str, log: Log
+    opts: Options, full: Settings, embedder: Embedder, data: dataset.Dataset, run_id: str,
+    log: Log,
 ) -> dict[str, Any]:
     texts = list(dict.fromkeys(m.forai for m in data.messages if (m.forai or "").strip()))
+    texts = texts[: opts.encoder_texts]
     log(f"encoder limit: {len(texts)} distinct forai texts")
     encoder = limits.encoder_limit(embedder, [t for t in texts if t], full.batch_messages)
     client = build_opensearch(full)
@@ -188,7 +191,7 @@ def run(opts: Options, base: Settings, log: Log) -> dict[str, Any]:
     }
     try:
         full, result["pipeline"] = _pipeline_stages(opts, base, data, run_dir, run_id, log)
-        result["limits"] = _limits(full, embedder, data, run_id, log)
+        result["limits"] = _limits(opts, full, embedder, data, run_id, log)
         result["peers"] = _peers(opts, base, embedder, data, run_dir, run_id, log)
         result["search"] = _search(opts, full, embedder, data, run_dir, log)
     finally:

@@ -31,6 +31,9 @@ def bench(
     search_seconds: Annotated[float, typer.Option(help="Seconds per API search mode.")] = 20.0,
     raw_seconds: Annotated[float, typer.Option(help="Seconds per raw engine call.")] = 5.0,
     naive_messages: Annotated[int, typer.Option(help="Messages of the naive peer.")] = 500,
+    encoder_texts: Annotated[
+        int, typer.Option(min=10, help="forai texts the encoder limit is measured on (a rate).")
+    ] = 1000,
     workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
         ".sidecar/bench"
     ),
@@ -44,6 +47,7 @@ def bench(
         corpus=corpus,
         messages=messages,
         naive_messages=min(naive_messages, messages),
+        encoder_texts=encoder_texts,
         search_seconds=search_seconds,
         raw_seconds=raw_seconds,
         workdir=workdir,
