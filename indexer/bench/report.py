@@ -16,7 +16,7 @@ ENGINE_CALLS = {
     "fulltext": ("opensearch_search", "batch_get_page"),
     "semantic": ("encode_query", "qdrant_search", "batch_get_page"),
     "hybrid": ("opensearch_search", "encode_query", "qdrant_search", "batch_get_page"),
-    "similar": ("qdrant_similar", "batch_get_page"),
+    "similar": ("qdrant_similar", "opensearch_mlt", "batch_get_page"),
 }
 API_SLACK_MS = 10.0
 P99_LIMIT_MS = 150.0

@@ -26,13 +26,16 @@ import httpx
 from indexer.adapters.embedder import Embedder
 from indexer.bench.dataset import Message
 from indexer.bench.timing import Latency, closed_loop, peak_rss_mib
+from indexer.core.documents import point_id
 from indexer.core.items import message_pk, message_sk
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from search_api.query import VectorFilter, build_search_body, parse, vector_filter
+from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
 from search_api.service import DEPTH
+from search_api.similar import DEFAULT_TUNING
 from search_api.vector_search import to_qdrant
 
 MODES = ("fulltext", "semantic", "hybrid", "similar")
@@ -91,8 +94,22 @@ def raw_calls(
         deps.vector_index(settings).query(list(point.vector), to_qdrant(flt), PAGE)
         return True
 
+    threads = {m.ref.message_key: m.thread_key for m in own}
+
+    def more_like_this(key: str) -> bool:
+        """The two ``more_like_this`` queries the API's (fused) similar mode adds."""
+        index = deps.fulltext_index(settings)
+        for fields in (MLT_FIELDS, ("subject",)):
+            body = more_like_this_body(
+                index=index.alias, doc_id=point_id(MessageRef(mb, key)), mailbox_id=mb,
+                thread_key=threads.get(key), size=DEFAULT_TUNING.depth, fields=fields,
+            )
+            index.client.search(index=index.alias, body=body, routing=mb)
+        return True
+
     return {
         "opensearch_search": (lambda q: _os_search(settings, mb, q), work.fulltext),
+        "opensearch_mlt": (more_like_this, work.similar),
         "encode_query": (lambda q: bool(embedder.embed([q])), work.free_text),
         "qdrant_search": (lambda q: _qdrant_search(settings, mb, q, vectors[q]), work.free_text),
         "qdrant_similar": (similar, work.similar),
