@@ -71,3 +71,19 @@ def test_bench_smoke(settings: Settings, tmp_path: Path) -> None:
         "pipeline / naive peer",
     }
     assert "| pipeline, both indexes (msgs/s) |" in markdown(result)
+
+
+def test_bench_scale_smoke(settings: Settings) -> None:
+    """``sidecar bench-scale`` at 60 messages x 3: the engines hold every copy, and the API,
+    measured over them, answers every mode without error."""
+    from indexer.bench.scale import ScaleOptions
+    from indexer.bench.scale import run as run_scale
+
+    opts = ScaleOptions(None, 60, copies=2, search_seconds=1.0, clients=2,
+                        workdir=Path(".sidecar/bench"))
+    result = plain(run_scale(opts, settings, lambda line: None))
+    assert result["pipeline"]["dead_lettered"] == 0
+    assert result["indexed_documents"] == 60 * 3 == 60 + result["documents_copied"]
+    assert result["points_copied"] == 2 * result["points_original"] > 0
+    for mode, lat in result["api"].items():
+        assert lat["calls"] > 0 and lat["errors"] == 0, mode

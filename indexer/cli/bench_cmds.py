@@ -99,6 +99,37 @@ def bench_encoders(
         )
 
 
+def bench_scale(
+    copies: Annotated[int, typer.Option(min=1, help="Mailboxes the indexed messages are copied "
+                                                    "into (engines hold N x (copies+1)).")] = 19,
+    corpus: Annotated[Path | None, typer.Option(help="Default: as for bench.")] = None,
+    messages: Annotated[int, typer.Option(min=10, help="Messages through the pipeline.")] = 5000,
+    search_seconds: Annotated[float, typer.Option(help="Seconds per API search mode.")] = 20.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
+        ".sidecar/bench"
+    ),
+) -> None:
+    """API latency with N x (copies+1) messages in the engines: N through the pipeline into the
+    searched mailbox, then their documents and points copied into other mailboxes."""
+    from indexer.bench.report import plain
+    from indexer.bench.scale import ScaleOptions, run
+
+    opts = ScaleOptions(corpus, messages, copies, search_seconds, workdir=workdir)
+    result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"{result['indexed_documents']} documents, {result['points_copied']} points copied "
+          f"in {result['copy_s']:.0f}s")
+    print("| API mode | p50 | p95 | p99 | req/s | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for mode, lat in result["api"].items():
+        print(f"| {mode} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | {lat['p99_ms']:.1f} | "
+              f"{lat['rps']:.1f} | {lat['errors']} |")
+
+
 def register(app: typer.Typer) -> None:
     app.command()(bench)
     app.command("bench-encoders")(bench_encoders)
+    app.command("bench-scale")(bench_scale)
