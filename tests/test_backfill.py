@@ -26,13 +26,7 @@ from indexer.core.plan import plan_records
 from indexer.core.records import EventName, decode_record
 from indexer.pipeline import deps
 from indexer.settings import Settings
-from indexer.sources.backfill import (
-    Checkpoints,
-    RateLimiter,
-    backfill_export,
-    backfill_scan,
-    export_checkpoint_pk,
-)
+from indexer.sources.backfill import Checkpoints, backfill_export, export_checkpoint_pk
 from indexer.sources.exports import (
     ExportError,
     export_rows,
@@ -40,6 +34,7 @@ from indexer.sources.exports import (
     parse_summary,
     summary_keys,
 )
+from indexer.sources.scan import RateLimiter, backfill_scan
 from indexer.writer.files import load_file
 from indexer.writer.mapping import to_items
 from indexer.writer.store import delete_message, rewrite_message

@@ -51,8 +51,9 @@ def backfill(
     timeout: Annotated[float, typer.Option(help="Seconds to wait for one unit.")] = 3600.0,
 ) -> None:
     """Replay an export (or a Scan) of the mail table through the workers, resumably."""
-    from indexer.sources.backfill import backfill_export, backfill_scan
+    from indexer.sources.backfill import backfill_export
     from indexer.sources.exports import ExportError
+    from indexer.sources.scan import backfill_scan
 
     if scan == (uri is not None):
         raise typer.BadParameter("give either an s3:// export URI or --scan")

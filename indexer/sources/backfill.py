@@ -16,16 +16,13 @@ segment are applied (or dead-lettered). A restarted backfill skips done units:
 - scan: ``PK=SCAN#<table>#<segments>``, ``SK=<segment>``, holding the segment's last applied
   ``LastEvaluatedKey`` (``lek``) or ``done``. Resuming needs the same number of segments.
 
-``restart=True`` forgets the marks first.
+``restart=True`` forgets the marks first. The Scan flavour lives in :mod:`indexer.sources.scan`.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
-import json
-import queue
-import threading
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -36,7 +33,6 @@ from typing import Any
 from rich.progress import Progress, TaskID
 
 from indexer.adapters import aws
-from indexer.core.errors import RecordError
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.runner import ingestor
@@ -46,7 +42,6 @@ from indexer.sources.exports import (
     DataFile,
     ExportError,
     export_rows,
-    item_trigger,
     parse_manifest_files,
     parse_summary,
     summary_keys,
@@ -102,7 +97,7 @@ class Checkpoints:
             self._ddb.delete_item(TableName=self._table, Key=key)
 
 
-class _Window:
+class Window:
     """Ingestors in flight, waited for oldest first; ``on_done`` runs after each is applied."""
 
     def __init__(self, size: int, timeout_s: float, summary: BackfillSummary) -> None:
@@ -125,23 +120,23 @@ class _Window:
         on_done()
 
 
-def _task(progress: Progress | None, name: str, total: float | None) -> TaskID | None:
+def progress_task(progress: Progress | None, name: str, total: float | None) -> TaskID | None:
     return progress.add_task(name, total=total) if progress is not None else None
 
 
-def _advance(progress: Progress | None, task: TaskID | None, n: int) -> None:
+def advance(progress: Progress | None, task: TaskID | None, n: int) -> None:
     if progress is not None and task is not None:
         progress.advance(task, n)
 
 
-def _feed(settings: Settings, records: Iterator[RawRecord] | list[RawRecord]) -> Ingestor:
+def feed(settings: Settings, records: Iterator[RawRecord] | list[RawRecord]) -> Ingestor:
     run = ingestor(settings)
     for record in records:
         run.feed(record)
     return run
 
 
-def _state(settings: Settings) -> Any:
+def state_client(settings: Settings) -> Any:
     deps.store(settings).ensure_state_table()
     return aws.client(settings, "dynamodb")
 
@@ -202,15 +197,17 @@ def backfill_export(
     s3 = aws.client(settings, "s3")
     bucket, _ = _split(uri)
     files = export_files(s3, uri)
-    marks = Checkpoints(_state(settings), settings.resolved_state_table, export_checkpoint_pk(uri))
+    marks = Checkpoints(
+        state_client(settings), settings.resolved_state_table, export_checkpoint_pk(uri)
+    )
     if restart:
         marks.clear()
     done = set(marks.load())
     todo = [(f, inc) for f, inc in files if f.key not in done]
     summary = BackfillSummary(units=len(files), skipped=len(files) - len(todo))
-    file_task = _task(progress, "files", len(todo))
-    item_task = _task(progress, "items", sum(f.item_count for f, _ in todo))
-    window = _Window(2 * parallel, timeout_s, summary)
+    file_task = progress_task(progress, "files", len(todo))
+    item_task = progress_task(progress, "items", sum(f.item_count for f, _ in todo))
+    window = Window(2 * parallel, timeout_s, summary)
     with ThreadPoolExecutor(max(1, parallel), thread_name_prefix="backfill") as pool:
         pending = iter(todo)
         reads: deque[tuple[DataFile, Future[list[RawRecord]]]] = deque()
@@ -227,129 +224,13 @@ def backfill_export(
             data_file, future = reads.popleft()
             rows = future.result()
             prefetch()
-            run = _feed(settings, rows)
-            _advance(progress, item_task, len(rows))
+            run = feed(settings, rows)
+            advance(progress, item_task, len(rows))
 
             def finished(key: str = data_file.key) -> None:
                 marks.put(key, {"done": {"BOOL": True}})
-                _advance(progress, file_task, 1)
+                advance(progress, file_task, 1)
 
             window.push(run, finished)
         window.drain()
-    return summary
-
-
-# -- scan --------------------------------------------------------------------------------------
-class RateLimiter:
-    """At most ``rate`` items per second over all threads (``None``: unlimited)."""
-
-    def __init__(self, rate: float | None) -> None:
-        self._rate, self._next, self._lock = rate, time.monotonic(), threading.Lock()
-
-    def take(self, n: int) -> None:
-        if not self._rate or n <= 0:
-            return
-        with self._lock:
-            now = time.monotonic()
-            start = max(self._next, now)
-            self._next = start + n / self._rate
-        time.sleep(max(0.0, start - now))
-
-
-_Page = tuple[int, list[dict[str, Any]], dict[str, Any] | None]
-
-
-def _scan_segment(
-    ddb: Any, settings: Settings, segment: int, total: int, start: dict[str, Any] | None,
-    limiter: RateLimiter, out: queue.Queue[_Page | tuple[int, BaseException]],
-    stop: threading.Event, page_size: int,
-) -> None:
-    """Scan one segment (keys only: a trigger needs nothing else), pushing pages to ``out``."""
-    args: dict[str, Any] = {
-        "TableName": settings.table, "Segment": segment, "TotalSegments": total,
-        "ProjectionExpression": "PK, SK", "Limit": page_size,
-    }
-    if start:
-        args["ExclusiveStartKey"] = start
-    try:
-        while not stop.is_set():
-            page = ddb.scan(**args)
-            lek = page.get("LastEvaluatedKey")
-            while not stop.is_set():
-                try:
-                    out.put((segment, page.get("Items", []), lek), timeout=0.5)
-                    break
-                except queue.Full:
-                    continue
-            limiter.take(len(page.get("Items", [])))
-            if not lek:
-                return
-            args["ExclusiveStartKey"] = lek
-    except BaseException as exc:  # handed to the feeding thread, which re-raises it
-        out.put((segment, exc))
-
-
-def _scan_records(segment: int, items: list[dict[str, Any]]) -> Iterator[RawRecord]:
-    for i, item in enumerate(items):
-        where = f"scan:segment={segment}#{i}"
-        try:
-            yield RawRecord(where, item_trigger(item))
-        except RecordError as exc:
-            yield RawRecord(where, item, exc)
-
-
-def backfill_scan(
-    settings: Settings,
-    *,
-    segments: int = 4,
-    rate_limit: float | None = None,
-    restart: bool = False,
-    progress: Progress | None = None,
-    page_size: int = 500,
-    timeout_s: float = 3600.0,
-) -> BackfillSummary:
-    """Parallel Scan (``TotalSegments``) of the mail table; resumable per segment and page."""
-    ddb = aws.client(settings, "dynamodb")
-    marks = Checkpoints(
-        _state(settings), settings.resolved_state_table, f"SCAN#{settings.table}#{segments}"
-    )
-    if restart:
-        marks.clear()
-    state = marks.load()
-    starts: dict[int, dict[str, Any] | None] = {}
-    for segment in range(segments):
-        mark = state.get(f"{segment:05d}", {})
-        if not mark.get("done", {}).get("BOOL"):
-            starts[segment] = json.loads(mark["lek"]["S"]) if "lek" in mark else None
-    summary = BackfillSummary(units=segments, skipped=segments - len(starts))
-    total = ddb.describe_table(TableName=settings.table)["Table"].get("ItemCount")
-    item_task = _task(progress, "items", float(total) if total else None)
-    window = _Window(2 * segments, timeout_s, summary)
-    out: queue.Queue[_Page | tuple[int, BaseException]] = queue.Queue(maxsize=2 * segments)
-    stop, limiter = threading.Event(), RateLimiter(rate_limit)
-    with ThreadPoolExecutor(max(1, len(starts)), thread_name_prefix="scan") as pool:
-        for segment, start in starts.items():
-            pool.submit(
-                _scan_segment, ddb, settings, segment, segments, start, limiter, out, stop,
-                page_size,
-            )
-        active = len(starts)
-        try:
-            while active:
-                entry = out.get()
-                if len(entry) == 2:
-                    raise entry[1]
-                segment, items, lek = entry
-                active -= lek is None
-                run = _feed(settings, _scan_records(segment, items))
-                _advance(progress, item_task, len(items))
-                mark = {"lek": {"S": json.dumps(lek)}} if lek else {"done": {"BOOL": True}}
-
-                def checkpoint(sk: str = f"{segment:05d}", m: dict[str, Any] = mark) -> None:
-                    marks.put(sk, m)
-
-                window.push(run, checkpoint)
-            window.drain()
-        finally:
-            stop.set()
     return summary
