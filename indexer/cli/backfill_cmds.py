@@ -85,7 +85,8 @@ def backfill(
     unit = "segments" if scan else "files"
     table.add_row(unit, str(summary.units))
     table.add_row(f"{unit} already done", str(summary.skipped))
-    for name in ("read", "applied", "dead_lettered", "ignored", "batches", "embedded"):
+    for name in ("read", "deduplicated", "applied", "dead_lettered", "ignored", "batches",
+                 "embedded"):
         table.add_row(name, str(getattr(summary, name)))
     console.print(table)
     raise typer.Exit(1 if summary.dead_lettered else 0)

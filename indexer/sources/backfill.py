@@ -12,7 +12,10 @@ up to ``2 * parallel`` of them may be in flight, and they are waited for in FIFO
 when a unit is marked done in the sidecar's state table, it and every earlier unit of the same
 segment are applied (or dead-lettered). A restarted backfill skips done units:
 
-- export: ``PK=BACKFILL#<sha256(uri)>``, ``SK=<data file key>`` once all its batches are applied;
+- export: ``PK=BACKFILL#<sha256(uri)>``, ``SK=<data file key>`` once all its batches are applied,
+  and ``SK=people#<data file key>`` once the first pass synced its participant rows. An export
+  is replayed in two passes (:mod:`indexer.core.replay`): participants first, in this process,
+  then each message once per index through the workers;
 - scan: ``PK=SCAN#<table>#<segments>``, ``SK=<segment>``, holding the segment's last applied
   ``LastEvaluatedKey`` (``lek``) or ``done``. Resuming needs the same number of segments.
 
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Iterator
@@ -33,6 +37,9 @@ from typing import Any
 from rich.progress import Progress, TaskID
 
 from indexer.adapters import aws
+from indexer.core.errors import TransientError
+from indexer.core.plan import ParticipantRef
+from indexer.core.replay import ReplayFilter, participant_ref
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.runner import ingestor
@@ -47,15 +54,20 @@ from indexer.sources.exports import (
     summary_keys,
 )
 
+PEOPLE_MARK = "people#"  # SK prefix: a data file's participant pass is done
+PEOPLE_ATTEMPTS = 5
+log = logging.getLogger(__name__)
 _COUNTED = ("read", "applied", "dead_lettered", "ignored", "batches", "embedded")
 
 
 @dataclass
 class BackfillSummary:
-    """Totals of one run; ``units`` are data files or scan segments, ``skipped`` were done."""
+    """Totals of one run; ``units`` are data files or scan segments, ``skipped`` were done;
+    ``deduplicated`` rows named a message already synced in this run (not sent again)."""
 
     units: int = 0
     skipped: int = 0
+    deduplicated: int = 0
     read: int = 0
     applied: int = 0
     dead_lettered: int = 0
@@ -184,6 +196,34 @@ def export_checkpoint_pk(uri: str) -> str:
     return "BACKFILL#" + hashlib.sha256(uri.rstrip("/").encode()).hexdigest()
 
 
+def _sync_people(settings: Settings, rows: list[RawRecord]) -> set[ParticipantRef]:
+    """First pass over one file: sync its participant rows into the participant store, in
+    batches, in this process. Returns the refs it could not sync (the second pass then sends
+    their rows the ordinary way, with retries and dead-lettering)."""
+    refs = sorted({ref for row in rows if row.error is None
+                   if (ref := participant_ref(row.raw)) is not None})
+    store, failed = deps.store(settings), set()
+    for start in range(0, len(refs), settings.batch_messages):
+        chunk = refs[start : start + settings.batch_messages]
+        if not _sync_chunk(store, chunk):
+            failed |= set(chunk)
+    return failed
+
+
+def _sync_chunk(store: Any, chunk: list[ParticipantRef]) -> bool:
+    for attempt in range(PEOPLE_ATTEMPTS):
+        try:
+            store.sync_participants(chunk)
+            return True
+        except TransientError as exc:
+            log.warning("participant pass: %s (attempt %d)", exc, attempt + 1)
+            time.sleep(min(30.0, 0.5 * 2**attempt))
+        except Exception as exc:
+            log.warning("participant pass: %s; left to the message pass", exc)
+            return False
+    return False
+
+
 def backfill_export(
     settings: Settings,
     uri: str,
@@ -193,7 +233,8 @@ def backfill_export(
     progress: Progress | None = None,
     timeout_s: float = 3600.0,
 ) -> BackfillSummary:
-    """Replay every row of the export(s) under ``uri``; resumable per data file."""
+    """Replay the export(s) under ``uri`` in two passes (see :mod:`indexer.core.replay`):
+    participants first, then each message once per index; resumable per data file and pass."""
     s3 = aws.client(settings, "s3")
     bucket, _ = _split(uri)
     files = export_files(s3, uri)
@@ -202,20 +243,50 @@ def backfill_export(
     )
     if restart:
         marks.clear()
-    done = set(marks.load())
+    state = set(marks.load())
+    done = {k for k in state if not k.startswith(PEOPLE_MARK)}
     todo = [(f, inc) for f, inc in files if f.key not in done]
     summary = BackfillSummary(units=len(files), skipped=len(files) - len(todo))
+    people_todo = [(f, inc) for f, inc in todo if PEOPLE_MARK + f.key not in state]
+    people_task = progress_task(progress, "participants", len(people_todo))
+    replay = ReplayFilter()
+    for data_file, rows in _read_files(s3, bucket, people_todo, parallel):
+        failed = _sync_people(settings, rows)
+        replay.unsynced |= failed
+        if not failed:
+            marks.put(PEOPLE_MARK + data_file.key, {"done": {"BOOL": True}})
+        advance(progress, people_task, 1)
     file_task = progress_task(progress, "files", len(todo))
     item_task = progress_task(progress, "items", sum(f.item_count for f, _ in todo))
     window = Window(2 * parallel, timeout_s, summary)
+    for data_file, rows in _read_files(s3, bucket, todo, parallel):
+        admitted = [row for row in rows if row.error is not None or replay.admit(row.raw)]
+        summary.read += len(rows) - len(admitted)
+        summary.deduplicated += len(rows) - len(admitted)
+        run = feed(settings, admitted)
+        advance(progress, item_task, len(rows))
+
+        def finished(key: str = data_file.key) -> None:
+            marks.put(key, {"done": {"BOOL": True}})
+            advance(progress, file_task, 1)
+
+        window.push(run, finished)
+    window.drain()
+    return summary
+
+
+def _read_files(
+    s3: Any, bucket: str, files: list[tuple[DataFile, bool]], parallel: int
+) -> Iterator[tuple[DataFile, list[RawRecord]]]:
+    """Each file's rows in order, ``parallel`` files read ahead in threads."""
     with ThreadPoolExecutor(max(1, parallel), thread_name_prefix="backfill") as pool:
-        pending = iter(todo)
+        pending = iter(files)
         reads: deque[tuple[DataFile, Future[list[RawRecord]]]] = deque()
 
         def prefetch() -> None:
             for data_file, incremental in pending:
-                read = pool.submit(_read_file, s3, bucket, data_file, incremental)
-                reads.append((data_file, read))
+                reads.append((data_file, pool.submit(_read_file, s3, bucket, data_file,
+                                                     incremental)))
                 return
 
         for _ in range(max(1, parallel)):
@@ -224,13 +295,4 @@ def backfill_export(
             data_file, future = reads.popleft()
             rows = future.result()
             prefetch()
-            run = feed(settings, rows)
-            advance(progress, item_task, len(rows))
-
-            def finished(key: str = data_file.key) -> None:
-                marks.put(key, {"done": {"BOOL": True}})
-                advance(progress, file_task, 1)
-
-            window.push(run, finished)
-        window.drain()
-    return summary
+            yield data_file, rows
