@@ -58,7 +58,7 @@ def ingest_files(settings: Settings, paths: list[str], timeout: float = 900) -> 
 
 def table_messages(ddb: Any, table: str, mailbox: str) -> dict[str, dict[str, Any]]:
     """Message items of a mailbox by message_key (GSI1, paged)."""
-    from indexer.adapters.dynamo import plain
+    from indexer.adapters.dynamo_io import plain
 
     found: dict[str, dict[str, Any]] = {}
     kwargs: dict[str, Any] = {

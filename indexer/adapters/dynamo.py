@@ -8,53 +8,17 @@ table are strongly consistent: the planner's "re-read, write, re-read" relies on
 
 from __future__ import annotations
 
-import time
-from collections.abc import Collection, Iterable, Iterator, Sequence
+from collections.abc import Collection, Iterable, Iterator
 from typing import Any
 
-from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from indexer.adapters.dynamo_io import Key, batch_get, classify_error, plain
 from indexer.adapters.participants import ParticipantStore
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk, message_sk, pointer_pk
 from indexer.core.plan import MessageRef, ParticipantRef
-
-_DESER = TypeDeserializer()
-_BATCH_KEYS = 100
-_TRANSIENT_CODES = {
-    "ProvisionedThroughputExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-    "LimitExceededException",
-}
-
-Key = tuple[str, str]
-
-
-def plain(item: dict[str, Any]) -> dict[str, Any]:
-    """DynamoDB JSON item → Python values (numbers stay ``Decimal``; the core converts)."""
-    return {k: _DESER.deserialize(v) for k, v in item.items()}
-
-
-def _chunks(keys: Sequence[Key], size: int) -> Iterator[Sequence[Key]]:
-    for start in range(0, len(keys), size):
-        yield keys[start : start + size]
-
-
-def classify_error(exc: Exception) -> Exception:
-    """Map a boto error to the core's transient class, or return it unchanged."""
-    if isinstance(exc, BotoCoreError):
-        return TransientError(f"dynamodb: {exc}")
-    if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code", "")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        if code in _TRANSIENT_CODES or status >= 500:
-            return TransientError(f"dynamodb: {code}")
-    return exc
 
 
 class DynamoStore:
@@ -64,33 +28,15 @@ class DynamoStore:
         self._client = client
         self._table = table
         self._state = state_table
-        self._people = ParticipantStore(client, state_table, classify_error)
+        self._people = ParticipantStore(client, state_table)
 
     # -- mail table ---------------------------------------------------------------------------
     def get_items(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
         """Strongly consistent BatchGetItem of many keys, following UnprocessedKeys."""
-        found: dict[Key, dict[str, Any]] = {}
-        for chunk in _chunks(sorted(set(keys)), _BATCH_KEYS):
-            request: dict[str, Any] = {
-                self._table: {
-                    "Keys": [{"PK": {"S": pk}, "SK": {"S": sk}} for pk, sk in chunk],
-                    "ConsistentRead": True,
-                }
-            }
-            for attempt in range(10):
-                try:
-                    response = self._client.batch_get_item(RequestItems=request)
-                except (ClientError, BotoCoreError) as exc:
-                    raise classify_error(exc) from exc
-                for item in response["Responses"].get(self._table, []):
-                    found[(item["PK"]["S"], item["SK"]["S"])] = plain(item)
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-            else:
-                raise TransientError("dynamodb: keys left unprocessed after 10 attempts")
-        return found
+        return {
+            (item["PK"]["S"], item["SK"]["S"]): plain(item)
+            for item in batch_get(self._client, self._table, sorted(set(keys)))
+        }
 
     def read_states(
         self, refs: Collection[MessageRef], *, participants: bool

@@ -19,26 +19,23 @@ DynamoDB's ``ValidationException`` and is dead-lettered with that reason.
 from __future__ import annotations
 
 import hashlib
-import time
 from collections import defaultdict
-from collections.abc import Collection, Iterator, Mapping
+from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
+from indexer.adapters.dynamo_io import Key, batch_get, classify_error
 from indexer.core.documents import Participant
-from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef, ParticipantRef
 
 SK = "PEOPLE"
 WRITERS = 8  # concurrent UpdateItem calls per batch (botocore pools 10 connections)
-_BATCH_KEYS = 100
 _DESER = TypeDeserializer()
 _SER = TypeSerializer()
 
-Key = tuple[str, str]
 
 
 def item_pk(ref: MessageRef) -> str:
@@ -73,36 +70,17 @@ def _wanted(ref: ParticipantRef, current: Mapping[Key, Mapping[str, Any]]) -> An
 class ParticipantStore:
     """Reads and writes of the per-message participant items in the sidecar's table."""
 
-    def __init__(self, client: Any, state_table: str, classify: Any) -> None:
+    def __init__(self, client: Any, state_table: str) -> None:
         self._client = client
         self._table = state_table
-        self._classify = classify
 
     def of_many(self, refs: Collection[MessageRef]) -> dict[MessageRef, tuple[Participant, ...]]:
         """Each message's participants, sorted; strongly consistent ``BatchGetItem``s."""
-        by_pk = {item_pk(ref): ref for ref in refs}
-        people: dict[MessageRef, tuple[Participant, ...]] = {ref: () for ref in refs}
-        for item in self._batch_get(sorted(by_pk)):
-            found = [_participant(v["M"]) for k, v in item.items() if k.startswith("p_")]
-            people[by_pk[item["PK"]["S"]]] = tuple(sorted(found, key=lambda p: (p.role, p.email)))
-        return people
-
-    def _batch_get(self, pks: list[str]) -> Iterator[dict[str, Any]]:
-        for start in range(0, len(pks), _BATCH_KEYS):
-            keys = [{"PK": {"S": pk}, "SK": {"S": SK}} for pk in pks[start : start + _BATCH_KEYS]]
-            request: dict[str, Any] = {self._table: {"Keys": keys, "ConsistentRead": True}}
-            for attempt in range(10):
-                try:
-                    response = self._client.batch_get_item(RequestItems=request)
-                except (ClientError, BotoCoreError) as exc:
-                    raise self._classify(exc) from exc
-                yield from response["Responses"].get(self._table, [])
-                request = response.get("UnprocessedKeys") or {}
-                if not request:
-                    break
-                time.sleep(min(2.0, 0.05 * 2**attempt))
-            else:
-                raise TransientError("dynamodb: keys left unprocessed after 10 attempts")
+        return {
+            ref: tuple(sorted((_participant(v["M"]) for v in attrs.values()),
+                              key=lambda p: (p.role, p.email)))
+            for ref, attrs in self._stored(refs).items()
+        }
 
     def write(
         self, refs: Collection[ParticipantRef], current: Mapping[Key, Mapping[str, Any]]
@@ -129,11 +107,11 @@ class ParticipantStore:
         with ThreadPoolExecutor(max_workers=min(WRITERS, len(jobs))) as pool:
             list(pool.map(lambda job: self._update(job[0], job[1], current), jobs))
 
-    def _stored(self, messages: list[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
+    def _stored(self, messages: Collection[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
         """Each message's participant attributes as stored (raw DynamoDB JSON maps)."""
         by_pk = {item_pk(m): m for m in messages}
         found: dict[MessageRef, dict[str, Any]] = {m: {} for m in messages}
-        for item in self._batch_get(sorted(by_pk)):
+        for item in batch_get(self._client, self._table, [(pk, SK) for pk in sorted(by_pk)]):
             found[by_pk[item["PK"]["S"]]] = {k: v for k, v in item.items() if k.startswith("p_")}
         return found
 
@@ -177,6 +155,6 @@ class ParticipantStore:
             self._client.update_item(**kwargs)
         except ClientError as exc:
             if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
-                raise self._classify(exc) from exc
+                raise classify_error(exc) from exc
         except BotoCoreError as exc:
-            raise self._classify(exc) from exc
+            raise classify_error(exc) from exc

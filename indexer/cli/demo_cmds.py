@@ -21,7 +21,7 @@ console = Console()
 
 
 def _stored(ddb: Any, settings: Settings, mailbox: str) -> None:
-    from indexer.adapters.dynamo import plain
+    from indexer.adapters.dynamo_io import plain
     from indexer.core.errors import RecordError
     from indexer.core.items import classify
 

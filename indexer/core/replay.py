@@ -15,21 +15,29 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from indexer.core.errors import RecordError
-from indexer.core.items import ItemKind, classify
+from indexer.core.items import ItemKind, ItemRef, classify
 from indexer.core.plan import MessageRef, ParticipantRef
-from indexer.core.records import decode_record
+from indexer.core.records import StreamRecord, decode_record
 
 _BOTH = frozenset({"fulltext", "vectors"})
 _FULLTEXT = frozenset({"fulltext"})
 
 
-def participant_ref(raw: object) -> ParticipantRef | None:
-    """The participant item a raw record names, or None (another kind, or undecodable)."""
+def _named(raw: object) -> tuple[StreamRecord, ItemRef] | None:
+    """The record and the item it names, or None when it cannot be decoded or classified."""
     try:
         record = decode_record(raw)
-        ref = classify(record.pk, record.sk)
+        return record, classify(record.pk, record.sk)
     except RecordError:
         return None
+
+
+def participant_ref(raw: object) -> ParticipantRef | None:
+    """The participant item a raw record names, or None (another kind, or undecodable)."""
+    named = _named(raw)
+    if named is None:
+        return None
+    record, ref = named
     if ref.kind is not ItemKind.PARTICIPANT or ref.message_key is None:
         return None
     return ParticipantRef(MessageRef(ref.mailbox_id, ref.message_key), record.pk, record.sk)
@@ -46,16 +54,15 @@ class ReplayFilter:
     seen: set[tuple[MessageRef, str]] = field(default_factory=set)
 
     def admit(self, raw: object) -> bool:
-        try:
-            record = decode_record(raw)
-            ref = classify(record.pk, record.sk)
-        except RecordError:
+        named = _named(raw)
+        if named is None:
             return True
+        record, ref = named
         if ref.message_key is None or ref.kind is ItemKind.REFERENCE:
             return True  # nothing to sync: the ingest path counts it as ignored
         message = MessageRef(ref.mailbox_id, ref.message_key)
-        named = ParticipantRef(message, record.pk, record.sk)
-        if ref.kind is ItemKind.PARTICIPANT and named in self.unsynced:
+        person = ParticipantRef(message, record.pk, record.sk)
+        if ref.kind is ItemKind.PARTICIPANT and person in self.unsynced:
             return True
         sinks = _BOTH if ref.kind in (ItemKind.MESSAGE, ItemKind.POINTER) else _FULLTEXT
         fresh = {(message, sink) for sink in sinks} - self.seen

@@ -261,8 +261,9 @@ def backfill_export(
     window = Window(2 * parallel, timeout_s, summary)
     for data_file, rows in _read_files(s3, bucket, todo, parallel):
         admitted = [row for row in rows if row.error is not None or replay.admit(row.raw)]
-        summary.read += len(rows) - len(admitted)
-        summary.deduplicated += len(rows) - len(admitted)
+        skipped = len(rows) - len(admitted)  # counted read here; the ingest counts the rest
+        summary.read += skipped
+        summary.deduplicated += skipped
         run = feed(settings, admitted)
         advance(progress, item_task, len(rows))
 
