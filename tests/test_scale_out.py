@@ -198,8 +198,12 @@ def _same_everywhere(stack: Stack) -> None:
     query = {"q": "release OR outage OR lisbon", "limit": 5}
     cursor = stack.search(0, **query).json()["next_cursor"]  # from A, paged on B: stateless
     assert cursor
-    pages = [stack.search(api, cursor=cursor, **query).json() for api in (0, 1)]
-    assert pages[0] == pages[1] and pages[0]["hits"]
+
+    def same_page() -> bool:  # the same allowance for a background merge as above
+        pages = [stack.search(api, cursor=cursor, **query).json() for api in (0, 1)]
+        return bool(pages[0] == pages[1] and pages[0]["hits"])
+
+    assert wait_until(same_page, timeout=10)
 
 
 class _Recording:
