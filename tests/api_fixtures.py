@@ -20,9 +20,9 @@ import httpx
 from indexer.adapters import aws
 from indexer.pipeline.runner import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
-from indexer.writer.mapping import to_items
-from indexer.writer.store import store_message
 from search_api.auth import token_hash
+from sidecar_tools.writer.mapping import to_items
+from sidecar_tools.writer.store import store_message
 from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables
 
 TOKEN_A, TOKEN_B = "token-a-" + uuid.uuid4().hex, "token-b-" + uuid.uuid4().hex

@@ -6,10 +6,10 @@ from pathlib import Path
 from typing import Any
 
 from indexer.settings import Settings
-from indexer.writer.files import load_file
+from sidecar_tools.writer.files import load_file
 from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables, workers
 
-SAMPLE = Path(__file__).resolve().parents[1] / "indexer" / "demo_data" / "sample-mailbox.jsonl"
+SAMPLE = Path(__file__).resolve().parents[1] / "tools" / "sidecar_tools" / "demo_data" / "sample-mailbox.jsonl"
 
 
 def sample_subset(tmp_path: Path, count: int) -> Path:

@@ -19,7 +19,7 @@ from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
 from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
-from indexer.writer.store import create_table
+from sidecar_tools.writer.store import create_table
 
 
 def prepare_tables(settings: Settings) -> Any:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
 from typing import Any
 
 from opensearchpy import OpenSearch, helpers
@@ -30,7 +30,7 @@ from indexer.core.plan import MessageRef
 from indexer.metrics import BULK_ERRORS, bulk_error_class
 from indexer.settings import Settings
 
-MAPPINGS_DIR = Path(__file__).resolve().parents[2] / "mappings"
+MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
 MAPPING_VERSION = 2  # mappings/messages-v2.json; v1 stays for `sidecar reindex`
 
@@ -38,7 +38,7 @@ MAPPING_VERSION = 2  # mappings/messages-v2.json; v1 stays for `sidecar reindex`
 @lru_cache(maxsize=8)
 def mapping_file(version: int = MAPPING_VERSION) -> dict[str, Any]:
     """The versioned template body from ``mappings/`` (without its comment)."""
-    raw = json.loads((MAPPINGS_DIR / f"messages-v{version}.json").read_text(encoding="utf-8"))
+    raw = json.loads((MAPPINGS / f"messages-v{version}.json").read_text(encoding="utf-8"))
     raw.pop("_comment", None)
     return dict(raw)
 

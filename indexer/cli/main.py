@@ -1,22 +1,28 @@
-"""The ``sidecar`` command: every subcommand honours the ``SIDECAR_*`` settings."""
+"""The ``sidecar`` command: every subcommand honours the ``SIDECAR_*`` settings.
+
+The service's commands are registered here. Tooling installed beside it (the local stack,
+store writer, demo, bench, eval: ``mail-search-sidecar[local]``) registers its own commands
+through the ``mail_search_sidecar.commands`` entry point group, so the runtime never imports
+the tooling and a production install simply has fewer commands.
+"""
 
 from __future__ import annotations
+
+from importlib.metadata import PackageNotFoundError, entry_points, version
+from typing import Annotated
 
 import typer
 
 from indexer.cli import (
     api_cmds,
     backfill_cmds,
-    bench_cmds,
-    demo_cmds,
-    eval_cmds,
     ops_cmds,
     pipeline_cmds,
     reindex_cmds,
-    stack_cmds,
     tail_cmds,
-    writer_cmds,
 )
+
+PLUGIN_GROUP = "mail_search_sidecar.commands"
 
 app = typer.Typer(
     name="sidecar",
@@ -25,20 +31,37 @@ app = typer.Typer(
     pretty_exceptions_show_locals=False,
 )
 
-for module in (
-    stack_cmds,
-    writer_cmds,
-    pipeline_cmds,
-    tail_cmds,
-    backfill_cmds,
-    ops_cmds,
-    reindex_cmds,
-    api_cmds,
-    demo_cmds,
-    bench_cmds,
-    eval_cmds,
-):
+
+def package_version() -> str:
+    """The installed distribution's version (PEP 621 metadata is its one source)."""
+    try:
+        return version("mail-search-sidecar")
+    except PackageNotFoundError:  # pragma: no cover - only a bare source tree lacks metadata
+        return "0+unknown"
+
+
+def _show_version(value: bool) -> None:
+    if value:
+        typer.echo(f"sidecar {package_version()}")
+        raise typer.Exit()
+
+
+@app.callback()
+def _root(
+    show_version: Annotated[
+        bool,
+        typer.Option("--version", callback=_show_version, is_eager=True,
+                     help="Print the installed version and exit."),
+    ] = False,
+) -> None:
+    """Keep OpenSearch and Qdrant in step with an AECS-1 DynamoDB mail store."""
+
+
+for module in (pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds, api_cmds):
     module.register(app)
+
+for plugin in entry_points(group=PLUGIN_GROUP):
+    plugin.load()(app)
 
 if __name__ == "__main__":
     app()

@@ -21,13 +21,20 @@ console = Console(stderr=True)
 
 
 def _version_of(mapping: Path) -> int:
-    """The version a mapping file declares; it must live in ``mappings/`` under its name."""
-    from indexer.adapters.opensearch import MAPPINGS_DIR
+    """The version a mapping file declares; it must equal the shipped mapping of that version."""
+    from indexer.adapters.opensearch import mapping_file
 
-    version = int(json.loads(mapping.read_text(encoding="utf-8"))["version"])
-    expected = MAPPINGS_DIR / f"messages-v{version}.json"
-    if mapping.resolve() != expected.resolve():
-        raise typer.BadParameter(f"a version {version} mapping is read from {expected}")
+    raw = json.loads(mapping.read_text(encoding="utf-8"))
+    version = int(raw["version"])
+    raw.pop("_comment", None)
+    try:
+        shipped = mapping_file(version)
+    except FileNotFoundError as exc:
+        raise typer.BadParameter(f"no mapping version {version} ships with this sidecar") from exc
+    if raw != shipped:
+        raise typer.BadParameter(
+            f"{mapping} differs from the shipped version {version} mapping; a new mapping is a "
+            "new version in indexer/adapters/mappings/")
     return version
 
 

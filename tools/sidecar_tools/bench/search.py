@@ -1,0 +1,231 @@
+"""Search latency: the API under concurrent clients, beside the raw engine calls it makes.
+
+Raw figures run the same queries straight against the engines (OpenSearch ``_search`` with
+the body the API builds, Qdrant search with the same filter, the query's encoding, and the
+``BatchGetItem`` of one page), with the same number of concurrent clients, so the difference
+is the API's own overhead. Raw calls run in this process, which then must release the
+embedded Qdrant store before the API (its single owner) starts.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from indexer.adapters.embedder import Embedder
+from indexer.core.documents import point_id
+from indexer.core.items import message_pk, message_sk
+from indexer.core.plan import MessageRef
+from indexer.pipeline import deps
+from indexer.settings import Settings, to_env
+from search_api.auth import token_hash
+from search_api.query import VectorFilter, build_search_body, parse, vector_filter
+from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
+from search_api.service import DEPTH
+from search_api.similar import DEFAULT_TUNING
+from search_api.vector_search import to_qdrant
+from sidecar_tools.bench.dataset import Message
+from sidecar_tools.bench.timing import Latency, closed_loop, peak_rss_mib
+
+MODES = ("fulltext", "semantic", "hybrid", "similar")
+PAGE = 20
+
+
+@dataclass(frozen=True)
+class Workload:
+    mailbox: str
+    fulltext: list[str]
+    free_text: list[str]
+    similar: list[str]
+
+
+def _os_search(settings: Settings, mailbox: str, q: str, size: int = PAGE) -> bool:
+    index = deps.fulltext_index(settings)
+    body = build_search_body(
+        parse(q),
+        mailbox,
+        size=size,
+        sort_by_date=False,
+        search_after=None,
+        collapse_threads=False,
+        offset=0,
+    )
+    index.client.search(index=index.alias, body=body, routing=mailbox)
+    return True
+
+
+def _qdrant_search(settings: Settings, mailbox: str, q: str, vector: list[float]) -> bool:
+    flt = to_qdrant(vector_filter(parse(q), mailbox))
+    deps.vector_index(settings).query(vector, flt, DEPTH)
+    return True
+
+
+def raw_calls(
+    settings: Settings, embedder: Embedder, work: Workload, messages: Sequence[Message]
+) -> dict[str, tuple[Callable[[Any], bool], list[Any]]]:
+    """Each raw engine call by name, with the inputs it cycles over."""
+    mb = work.mailbox
+    vectors = {q: embedder.embed([q])[0] for q in work.free_text}
+    own = [m for m in messages if m.ref.mailbox_id == mb]
+    pages = [own[i : i + PAGE] for i in range(0, min(len(own), 50 * PAGE), PAGE)]
+    store = deps.store(settings)
+
+    def batch_get(page: list[Message]) -> bool:
+        keys = [(message_pk(mb, m.thread_key), message_sk(m.ts, m.ref.message_key)) for m in page]
+        return len(store.get_items(keys)) == len(page)
+
+    def similar(key: str) -> bool:
+        point = deps.vector_index(settings).point(MessageRef(mb, key))
+        if point is None:
+            return False
+        thread = str((point.payload or {}).get("thread_key"))
+        flt = VectorFilter(mb, exclude_message_keys=(key,), exclude_thread_keys=(thread,))
+        deps.vector_index(settings).query(list(point.vector), to_qdrant(flt), PAGE)
+        return True
+
+    threads = {m.ref.message_key: m.thread_key for m in own}
+
+    def more_like_this(key: str) -> bool:
+        """The two ``more_like_this`` queries the API's (fused) similar mode adds."""
+        index = deps.fulltext_index(settings)
+        for fields in (MLT_FIELDS, ("subject",)):
+            body = more_like_this_body(
+                index=index.alias, doc_id=point_id(MessageRef(mb, key)), mailbox_id=mb,
+                thread_key=threads.get(key), size=DEFAULT_TUNING.depth, fields=fields,
+            )
+            index.client.search(index=index.alias, body=body, routing=mb)
+        return True
+
+    return {
+        "opensearch_search": (lambda q: _os_search(settings, mb, q), work.fulltext),
+        "opensearch_mlt": (more_like_this, work.similar),
+        "encode_query": (lambda q: bool(embedder.embed([q])), work.free_text),
+        "qdrant_search": (lambda q: _qdrant_search(settings, mb, q, vectors[q]), work.free_text),
+        "qdrant_similar": (similar, work.similar),
+        "batch_get_page": (batch_get, pages),
+    }
+
+
+def measure_raw(
+    settings: Settings,
+    embedder: Embedder,
+    work: Workload,
+    messages: Sequence[Message],
+    *,
+    clients: int,
+    seconds: float,
+) -> dict[str, Latency]:
+    """Closed-loop latency of every raw call (this process opens the embedded store)."""
+    calls = raw_calls(settings, embedder, work, messages)
+    try:
+        return {
+            name: closed_loop(fn, inputs, clients=clients, seconds=seconds)
+            for name, (fn, inputs) in calls.items()
+        }
+    finally:
+        deps.vector_index(settings).client.close()
+        deps.vector_index.cache_clear()
+
+
+def _free_port() -> int:
+    """A port nobody listens on now: another API answering /healthz must not pass for ours."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class ApiProcess:
+    proc: subprocess.Popen[bytes]
+    url: str
+    token: str
+
+
+def start_api(settings: Settings, mailbox: str, port: int, log: Path) -> ApiProcess:
+    """``sidecar serve`` (owner of the embedded store) with a bench-only token."""
+    port = port or _free_port()
+    token = "bench-" + os.urandom(12).hex()
+    env = {
+        **os.environ,
+        **to_env(settings),
+        "SIDECAR_API_PORT": str(port),
+        "SIDECAR_API_TOKENS": json.dumps({token_hash(token): [mailbox]}),
+        "HF_HUB_OFFLINE": "1",
+    }
+    with log.open("ab") as sink:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "indexer.cli.main", "serve"],
+            env=env,
+            stdout=sink,
+            stderr=sink,
+            start_new_session=True,
+        )
+    api = ApiProcess(proc, f"http://127.0.0.1:{port}", token)
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and proc.poll() is None:
+        try:
+            if httpx.get(api.url + "/healthz", timeout=2).status_code == 200:
+                return api
+        except httpx.HTTPError:
+            time.sleep(0.3)
+    proc.kill()
+    raise RuntimeError(f"the API did not start; see {log}")
+
+
+def api_call(api: ApiProcess, work: Workload, mode: str) -> Callable[[Any], bool]:
+    """One API request of ``mode``; each client thread keeps its own HTTP connection."""
+    local = threading.local()
+    headers = {"Authorization": f"Bearer {api.token}"}
+    base = f"{api.url}/v1/mailboxes/{work.mailbox}"
+
+    def call(arg: str) -> bool:
+        client = getattr(local, "client", None) or httpx.Client(headers=headers, timeout=60)
+        local.client = client
+        if mode == "similar":
+            response = client.get(f"{base}/messages/{arg}/similar", params={"limit": PAGE})
+        else:
+            response = client.get(f"{base}/search", params={"q": arg, "mode": mode, "limit": PAGE})
+        return response.status_code == 200
+
+    return call
+
+
+def measure_api(
+    api: ApiProcess, work: Workload, *, clients: int, seconds: float
+) -> dict[str, Latency]:
+    inputs = {
+        "fulltext": work.fulltext,
+        "semantic": work.free_text,
+        "hybrid": work.free_text,
+        "similar": work.similar,
+    }
+    results = {}
+    for mode in MODES:
+        call = api_call(api, work, mode)
+        for arg in inputs[mode][:3]:  # warm-up: the model's first query, connections
+            call(arg)
+        results[mode] = closed_loop(call, inputs[mode], clients=clients, seconds=seconds)
+    return results
+
+
+def stop_api(api: ApiProcess) -> float:
+    """Stop the API; returns its peak RSS (MiB), read before it exits."""
+    peak = peak_rss_mib(api.proc.pid)
+    api.proc.terminate()
+    try:
+        api.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        api.proc.kill()
+        api.proc.wait()
+    return peak

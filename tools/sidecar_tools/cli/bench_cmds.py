@@ -1,0 +1,135 @@
+"""CLI: ``sidecar bench`` — the pipeline against its limits and its peers, in one run."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from indexer.settings import get_settings
+
+console = Console(stderr=True)
+
+
+def bench(
+    corpus: Annotated[
+        Path | None,
+        typer.Option(
+            help="NormalizedEmail JSON lines; default ../shared linux-mips, else generated."
+        ),
+    ] = None,
+    messages: Annotated[
+        int,
+        typer.Option(
+            min=10, help="Messages to index (replayed over further mailboxes beyond the corpus)."
+        ),
+    ] = 5000,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+    search_seconds: Annotated[float, typer.Option(help="Seconds per API search mode.")] = 20.0,
+    raw_seconds: Annotated[float, typer.Option(help="Seconds per raw engine call.")] = 5.0,
+    naive_messages: Annotated[int, typer.Option(help="Messages of the naive peer.")] = 500,
+    encoder_texts: Annotated[
+        int, typer.Option(min=10, help="forai texts the encoder limit is measured on (a rate).")
+    ] = 1000,
+    workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
+        ".sidecar/bench"
+    ),
+) -> None:
+    """Measure encoder and bulk limits, the pipeline, re-delivery, peers, search and memory;
+    print one table (Markdown) and the target ratios. Loads its table once per corpus and N."""
+    from sidecar_tools.bench.report import markdown, plain
+    from sidecar_tools.bench.run import Options, run
+
+    opts = Options(
+        corpus=corpus,
+        messages=messages,
+        naive_messages=min(naive_messages, messages),
+        encoder_texts=encoder_texts,
+        search_seconds=search_seconds,
+        raw_seconds=raw_seconds,
+        workdir=workdir,
+    )
+    result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(markdown(result))
+
+
+def bench_encoders(
+    corpus: Annotated[Path | None, typer.Option(help="Default: as for bench.")] = None,
+    messages: Annotated[int, typer.Option(min=20, help="Messages whose forai is encoded.")] = 1000,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Cache (ONNX graphs).")] = Path(".sidecar/bench"),
+) -> None:
+    """Torch vs shorter max sequence vs ONNX Runtime (fp32, int8) on the corpus's forai texts,
+    with the quality gates (cosine >= 0.99 per text, same-thread recall@10 within 1 point)."""
+    from sidecar_tools.bench import encoders
+    from sidecar_tools.bench.corpus import default_corpus, select
+    from sidecar_tools.bench.dataset import messages_of
+
+    settings = get_settings()
+    chosen = select(corpus or default_corpus(), messages, workdir / "corpus")
+    texts, threads = [], []
+    for m in messages_of(chosen):
+        if (m.forai or "").strip() and m.forai not in texts:
+            texts.append(str(m.forai))
+            threads.append(m.thread_key)
+    found = encoders.variants(
+        settings.embed_max_tokens,
+        settings.embed_threads,
+        settings.embed_batch_size,
+        workdir / "onnx",
+    )
+    console.print(f"encoding {len(texts)} texts with {len(found)} variants, interleaved")
+    encoders.measure(found, texts, settings.batch_messages)
+    rows = encoders.compare(found, threads)
+    if json_out is not None:
+        json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
+    print("| variant | texts/s | speedup | min cosine | p1 cosine | recall@10 | passes |")
+    print("|---|---:|---:|---:|---:|---:|---|")
+    for r in rows:
+        print(
+            f"| {r['variant']} | {r['texts_per_s']:.1f} | {r['speedup']:.2f} | "
+            f"{r['min_cosine']:.4f} | {r['p1_cosine']:.4f} | {r['recall_at_10']:.3f} | "
+            f"{'yes' if r['passes'] else 'no'} |"
+        )
+
+
+def bench_scale(
+    copies: Annotated[int, typer.Option(min=1, help="Mailboxes the indexed messages are copied "
+                                                    "into (engines hold N x (copies+1)).")] = 19,
+    corpus: Annotated[Path | None, typer.Option(help="Default: as for bench.")] = None,
+    messages: Annotated[int, typer.Option(min=10, help="Messages through the pipeline.")] = 5000,
+    search_seconds: Annotated[float, typer.Option(help="Seconds per API search mode.")] = 20.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
+        ".sidecar/bench"
+    ),
+) -> None:
+    """API latency with N x (copies+1) messages in the engines: N through the pipeline into the
+    searched mailbox, then their documents and points copied into other mailboxes."""
+    from sidecar_tools.bench.report import plain
+    from sidecar_tools.bench.scale import ScaleOptions, run
+
+    opts = ScaleOptions(corpus, messages, copies, search_seconds, workdir=workdir)
+    result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"{result['indexed_documents']} documents, {result['points_copied']} points copied "
+          f"in {result['copy_s']:.0f}s")
+    print("| API mode | p50 | p95 | p99 | req/s | errors |")
+    print("|---|---:|---:|---:|---:|---:|")
+    for mode, lat in result["api"].items():
+        print(f"| {mode} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | {lat['p99_ms']:.1f} | "
+              f"{lat['rps']:.1f} | {lat['errors']} |")
+
+
+def register(app: typer.Typer) -> None:
+    app.command()(bench)
+    app.command("bench-encoders")(bench_encoders)
+    app.command("bench-scale")(bench_scale)

@@ -1,0 +1,19 @@
+"""Adds the tooling's commands to the ``sidecar`` CLI (the entry point the runtime loads)."""
+
+from __future__ import annotations
+
+import typer
+
+from sidecar_tools.cli import (
+    bench_cmds,
+    demo_cmds,
+    eval_cmds,
+    stack_cmds,
+    writer_cmds,
+)
+
+
+def register(app: typer.Typer) -> None:
+    """Register every tooling command on ``app``."""
+    for module in (stack_cmds, writer_cmds, demo_cmds, bench_cmds, eval_cmds):
+        module.register(app)
