@@ -35,7 +35,7 @@ from tests.pipeline_helpers import (
     wait_until,
     workers,
 )
-from tests.test_backfill import _full_export
+from tests.integration.test_backfill import _full_export
 
 # linux-mips-4k (4,000 messages, 990 threads, ~87k items) is the size:
 # SIDECAR_BACKFILL_TAIL_MESSAGES=4000 passed in 7.8 min on the 2-core machine (backfill 275 s,

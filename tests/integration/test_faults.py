@@ -36,7 +36,7 @@ import redis
 
 from indexer.settings import Settings
 from tests.api_fixtures import free_port
-from tests.test_tail_redis_restart import (
+from tests.integration.test_tail_redis_restart import (
     MAILBOXES,
     PrivateRedis,
     _checkpointed_to_the_end,
@@ -91,7 +91,7 @@ class WriteLoad:
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
-        from tests.test_tail import _write
+        from tests.integration.test_tail import _write
 
         rng = random.Random(11)
         while not self.stopped.is_set():

@@ -341,7 +341,7 @@ class Running:
 def _write(ddb: Any, table: str, op: str, i: int, mailbox: str, variant: int = 0) -> None:
     from sidecar_tools.writer.mapping import to_items
     from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
-    from tests.test_convergence import email
+    from tests.integration.test_convergence import email
 
     if op == "delete":
         delete_message(ddb, table, mailbox, f"<m{i}@example.org>")

@@ -133,7 +133,7 @@ def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> No
     from indexer.settings import get_settings
     from tests.pipeline_helpers import prepare_tables, qdrant_points, table_messages, wait_until
     from tests.pipeline_helpers import workers as run_workers
-    from tests.test_tail import _write
+    from tests.integration.test_tail import _write
 
     server = PrivateRedis(tmp_path / "redis")
     server.dir.mkdir()
