@@ -28,6 +28,7 @@ from sidecar_tools.writer.files import load_file, read_emails
 from sidecar_tools.writer.mapping import sha256_hex, to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
 from tests.conftest import CORPORA
+from tests.integration.test_backfill import _full_export
 from tests.pipeline_helpers import (
     prepare_tables,
     qdrant_points,
@@ -35,7 +36,6 @@ from tests.pipeline_helpers import (
     wait_until,
     workers,
 )
-from tests.integration.test_backfill import _full_export
 
 # linux-mips-4k (4,000 messages, 990 threads, ~87k items) is the size:
 # SIDECAR_BACKFILL_TAIL_MESSAGES=4000 passed in 7.8 min on the 2-core machine (backfill 275 s,

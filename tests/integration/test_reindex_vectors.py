@@ -27,8 +27,8 @@ from sidecar_tools.writer.files import read_emails
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
 from tests.api_fixtures import start_api
-from tests.pipeline_helpers import prepare_tables, table_messages, wait_until
 from tests.integration.test_reindex import BOX, FIRST, OTHER, SAMPLE, Load, Searches, _running, _say
+from tests.pipeline_helpers import prepare_tables, table_messages, wait_until
 
 # In embedded mode the API process also consumes the vectors queue (one owner of the store):
 # on these 2 shared cores, 10 semantic searches a second (each embeds its query) starve it.

@@ -131,9 +131,9 @@ def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> No
     from indexer.adapters.streams import iter_stream_records, latest_stream_arn
     from indexer.pipeline import deps
     from indexer.settings import get_settings
+    from tests.integration.test_tail import _write
     from tests.pipeline_helpers import prepare_tables, qdrant_points, table_messages, wait_until
     from tests.pipeline_helpers import workers as run_workers
-    from tests.integration.test_tail import _write
 
     server = PrivateRedis(tmp_path / "redis")
     server.dir.mkdir()
