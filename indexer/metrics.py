@@ -9,7 +9,8 @@ import them without import cycles. Exposure:
   (files under a directory the supervisor creates), and the supervisor serves their sum on
   ``SIDECAR_METRICS_PORT``.
 Queue depths and the dead-letter count are read from Redis at scrape time by
-:class:`QueueCollector`, so every process reports the same current values.
+:class:`indexer.adapters.broker.QueueCollector` (passed in by each command, so this module
+imports no adapter), so every process reports the same current values.
 """
 
 from __future__ import annotations
@@ -143,65 +144,19 @@ STREAM_LAG = ShardLag()
 REGISTRY.register(STREAM_LAG)
 
 
-class QueueCollector(Collector):
-    """Celery queue depths (ready tasks per queue, unacked in flight) and dead letters, read
-    from Redis at scrape time; a Redis outage yields ``sidecar_redis_up 0``, never an error."""
-
-    def __init__(self, settings: Settings) -> None:
-        self._settings = settings
-
-    def collect(self) -> Iterator[GaugeMetricFamily]:
-        from indexer.pipeline import deps
-
-        queues = (self._settings.fulltext_queue, self._settings.vectors_queue)
-        up = GaugeMetricFamily("sidecar_redis_up", "1 if Redis answered this scrape.")
-        try:
-            pipe = deps.redis_client(self._settings).pipeline(transaction=False)
-            for queue in queues:
-                pipe.llen(queue)
-            pipe.hlen("unacked")
-            *depths, unacked = pipe.execute()
-            dead = deps.dead_letters(self._settings).count()
-        except Exception as exc:  # a scrape must never fail on Redis trouble
-            log.warning("metrics: redis unavailable: %s", exc)
-            up.add_metric([], 0)
-            yield up
-            return
-        up.add_metric([], 1)
-        depth = GaugeMetricFamily(
-            "sidecar_queue_depth", "Tasks waiting in each Celery queue.", labels=["queue"]
-        )
-        for queue, count in zip(queues, depths, strict=True):
-            depth.add_metric([queue], int(count))
-        yield from (up, depth)
-        yield GaugeMetricFamily(
-            "sidecar_queue_unacked",
-            "Tasks delivered to a worker and not yet acknowledged (all queues of the broker).",
-            value=int(unacked),
-        )
-        yield GaugeMetricFamily(
-            "sidecar_dlq_entries", "Entries in the dead-letter store.", value=dead
-        )
-
-
-def queue_registry(settings: Settings) -> CollectorRegistry:
-    """A registry of the Redis-backed gauges only (the API adds it to its own exposition)."""
-    registry = CollectorRegistry(auto_describe=False)
-    registry.register(QueueCollector(settings))
-    return registry
-
-
-def serve_process_metrics(settings: Settings, port: int) -> None:
+def serve_process_metrics(settings: Settings, port: int, queues: Collector) -> None:
     """This process's metrics plus the queue gauges on ``port`` (a daemon thread)."""
-    REGISTRY.register(QueueCollector(settings))
+    REGISTRY.register(queues)
     start_http_server(port, addr=settings.metrics_host)
     log.info("metrics on http://%s:%d/metrics", settings.metrics_host, port)
 
 
-def serve_multiprocess_metrics(settings: Settings, port: int, directory: str) -> None:
+def serve_multiprocess_metrics(
+    settings: Settings, port: int, directory: str, queues: Collector
+) -> None:
     """The sum of every process writing under ``directory`` (Celery children), on ``port``."""
     registry = CollectorRegistry(auto_describe=False)
     MultiProcessCollector(registry, path=directory)  # type: ignore[no-untyped-call]
-    registry.register(QueueCollector(settings))
+    registry.register(queues)
     start_http_server(port, addr=settings.metrics_host, registry=registry)
     log.info("worker metrics on http://%s:%d/metrics", settings.metrics_host, port)

@@ -67,6 +67,11 @@ class Settings(BaseSettings):
         default="auto",
         description="Model precision; auto = bfloat16 where the CPU has native bfloat16.",
     )
+    embed_device: str = Field(
+        default="cpu",
+        pattern=r"^(cpu|cuda(:\d+)?|mps)$",
+        description="torch device of the encoder (cpu, cuda, cuda:N, mps).",
+    )
 
     # Metrics (Prometheus).
     metrics_port: int = Field(

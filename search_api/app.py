@@ -12,7 +12,8 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from indexer.metrics import API_LATENCY, queue_registry
+from indexer.adapters.broker import queue_registry
+from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
 from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable

@@ -9,7 +9,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 
 from indexer.core.errors import TransientError
-from indexer.core.items import pointer_pk
+from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from search_api import cursor as cursors
 from search_api import service
@@ -206,7 +206,7 @@ def similar(
 
 def _stored(b: Backends, mailbox: str, message_key: str) -> dict[str, Any] | None:
     """The message's META pointer item (it names the thread), or None."""
-    key = (pointer_pk(mailbox, message_key), "META")
+    key = (message_pk(mailbox, message_key), "META")
     try:
         return b.store.get_items([key]).get(key)
     except TransientError as exc:

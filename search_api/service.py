@@ -14,7 +14,7 @@ from typing import Any
 from opensearchpy.exceptions import NotFoundError
 
 from indexer.core.errors import TransientError
-from indexer.core.items import message_pk, message_sk
+from indexer.core.items import message_sk, thread_pk
 from indexer.core.plan import MessageRef
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
@@ -180,7 +180,7 @@ def join_rows(
     """Each hit with its hot Message row, rank order kept; vanished rows are dropped and their
     messages repaired (deleted from both indexes through the normal pipeline)."""
     keys = {
-        c.message_key: (message_pk(mailbox, c.thread_key), message_sk(c.ts, c.message_key))
+        c.message_key: (thread_pk(mailbox, c.thread_key), message_sk(c.ts, c.message_key))
         for c in hits
     }
     try:

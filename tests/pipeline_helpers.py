@@ -17,8 +17,8 @@ from indexer.adapters.streams import export_records
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
-from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
+from indexer.sources.files import read_sources
 from sidecar_tools.writer.store import create_table
 
 

@@ -13,11 +13,11 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters.dynamo_io import Key, batch_get, classify_error, plain
+from indexer.adapters.dynamo_io import Key, batch_get, classify_error, items, pages, plain
 from indexer.adapters.participants import ParticipantStore
 from indexer.core.documents import MessageState, Participant
-from indexer.core.errors import TransientError
-from indexer.core.items import message_pk, message_sk, pointer_pk
+from indexer.core.errors import RecordError, TransientError
+from indexer.core.items import ItemKind, classify, message_pk, message_sk, thread_pk
 from indexer.core.plan import MessageRef, ParticipantRef
 
 
@@ -43,15 +43,15 @@ class DynamoStore:
     ) -> dict[MessageRef, MessageState]:
         """Each message's current Message, Body (and participants), or ``message=None``."""
         first = self.get_items(
-            (pointer_pk(r.mailbox_id, r.message_key), sk) for r in refs for sk in ("META", "BODY")
+            (message_pk(r.mailbox_id, r.message_key), sk) for r in refs for sk in ("META", "BODY")
         )
         message_keys: dict[MessageRef, Key] = {}
         for ref in refs:
-            meta = first.get((pointer_pk(ref.mailbox_id, ref.message_key), "META"))
+            meta = first.get((message_pk(ref.mailbox_id, ref.message_key), "META"))
             if meta is not None:
                 thread_key, ts = str(meta["thread_key"]), int(meta["ts"])
                 message_keys[ref] = (
-                    message_pk(ref.mailbox_id, thread_key),
+                    thread_pk(ref.mailbox_id, thread_key),
                     message_sk(ts, ref.message_key),
                 )
         messages = self.get_items(message_keys.values())
@@ -61,22 +61,15 @@ class DynamoStore:
         states: dict[MessageRef, MessageState] = {}
         for ref in refs:
             message = found.get(ref)
-            body = first.get((pointer_pk(ref.mailbox_id, ref.message_key), "BODY"))
+            body = first.get((message_pk(ref.mailbox_id, ref.message_key), "BODY"))
             states[ref] = MessageState(ref, message, body if message else None,
                                        people.get(ref, ()))
         return states
 
-    def _paged(self, method: Any, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
-        """Pages of a Query or Scan, following ``LastEvaluatedKey`` (1 MB per call at most)."""
-        while True:
-            try:
-                page = method(**kwargs)
-            except (ClientError, BotoCoreError) as exc:
-                raise classify_error(exc) from exc
+    def _paged(self, operation: str, **kwargs: Any) -> Iterator[list[dict[str, Any]]]:
+        """Pages of a Query or Scan as plain items (one paged helper: ``dynamo_io.pages``)."""
+        for page in pages(self._client, operation, **kwargs):
             yield [plain(raw) for raw in page["Items"]]
-            if "LastEvaluatedKey" not in page:
-                return
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
 
     def mailbox_pages(self, mailbox_id: str, limit: int | None = None) -> Iterator[list[Any]]:
         """A mailbox's Message items, page by page (GSI1: eventually consistent)."""
@@ -88,25 +81,25 @@ class DynamoStore:
         }
         if limit is not None:
             kwargs["Limit"] = limit
-        return self._paged(self._client.query, **kwargs)
+        return self._paged("query", **kwargs)
 
     def mailbox_ids(self) -> set[str]:
         """Every mailbox holding a message (a keys-only Scan of GSI1)."""
         found: set[str] = set()
-        pages = self._paged(
-            self._client.scan,
+        listed = self._paged(
+            "scan",
             TableName=self._table,
             IndexName="GSI1",
             ProjectionExpression="GSI1PK",
         )
-        for page in pages:
+        for page in listed:
             found |= {str(i["GSI1PK"]).removeprefix("M#") for i in page if "GSI1PK" in i}
         return found
 
     def delete_participants_of_mailbox(self, mailbox_id: str) -> int:
         """Remove the sidecar's participant items of a mailbox (``P#<mailbox>#...``)."""
-        pages = self._paged(
-            self._client.scan,
+        listed = self._paged(
+            "scan",
             TableName=self._state,
             ProjectionExpression="PK, SK",
             FilterExpression="begins_with(PK, :p)",
@@ -114,7 +107,7 @@ class DynamoStore:
             ConsistentRead=True,
         )
         removed = 0
-        for page in pages:
+        for page in listed:
             for item in page:
                 key = {"PK": {"S": item["PK"]}, "SK": {"S": item["SK"]}}
                 try:
@@ -167,3 +160,24 @@ class DynamoStore:
             self._client.describe_table(TableName=self._table)
         except (ClientError, BotoCoreError) as exc:
             raise classify_error(exc) from exc
+
+
+def message_items(ddb: Any, table: str, extra: str = "") -> Iterator[tuple[MessageRef, Any]]:
+    """Every Message item of the table (keys, plus ``extra`` attributes, raw DynamoDB JSON):
+    a strongly consistent, paged Scan (reindex, vectors reindex, reconcile's table side)."""
+    rows = items(
+        ddb,
+        "scan",
+        TableName=table,
+        ProjectionExpression="PK, SK" + (f", {extra}" if extra else ""),
+        FilterExpression="begins_with(SK, :m)",
+        ExpressionAttributeValues={":m": {"S": "MSG#"}},
+        ConsistentRead=True,
+    )
+    for item in rows:
+        try:
+            ref = classify(item["PK"]["S"], item["SK"]["S"])
+        except RecordError:
+            continue  # not an item of the mail layout: nothing to index
+        if ref.kind is ItemKind.MESSAGE and ref.message_key:
+            yield MessageRef(ref.mailbox_id, ref.message_key), item

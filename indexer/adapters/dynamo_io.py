@@ -1,6 +1,6 @@
-"""DynamoDB plumbing shared by the mail-table reader and the participant store: error
-classification, item decoding and a strongly consistent ``BatchGetItem`` that follows
-``UnprocessedKeys``."""
+"""AWS plumbing shared by every DynamoDB, DynamoDB Streams and S3 caller: the one error
+classification of botocore's exceptions, item decoding, the one paged Query/Scan helper, and a
+strongly consistent ``BatchGetItem`` that follows ``UnprocessedKeys``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.core.errors import TransientError
+from indexer.core.errors import ErrorKind, PoisonError, TransientError
 
 _DESER = TypeDeserializer()
 BATCH_KEYS = 100  # BatchGetItem's limit per call
@@ -22,7 +22,11 @@ _TRANSIENT_CODES = {
     "InternalServerError",
     "ServiceUnavailable",
     "LimitExceededException",
+    "ServiceUnavailableException",
+    "InternalServerErrorException",
 }
+# Rejections of this input that no retry can fix (an item over 400 KB, a malformed key).
+_POISON_CODES = {"ValidationException", "ItemCollectionSizeLimitExceededException"}
 
 Key = tuple[str, str]
 
@@ -32,16 +36,57 @@ def plain(item: dict[str, Any]) -> dict[str, Any]:
     return {k: _DESER.deserialize(v) for k, v in item.items()}
 
 
-def classify_error(exc: Exception) -> Exception:
-    """Map a boto error to the core's transient class, or return it unchanged."""
-    if isinstance(exc, BotoCoreError):
-        return TransientError(f"dynamodb: {exc}")
+def error_code(exc: BaseException) -> str:
+    """The AWS error code of a ``ClientError`` (``""`` for anything else)."""
     if isinstance(exc, ClientError):
-        code = exc.response.get("Error", {}).get("Code", "")
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        if code in _TRANSIENT_CODES or status >= 500:
-            return TransientError(f"dynamodb: {code}")
+        return str(exc.response.get("Error", {}).get("Code", ""))
+    return ""
+
+
+def classify(exc: BaseException) -> ErrorKind | None:
+    """The kind of a botocore exception (``None``: not botocore's).
+
+    Network trouble (``BotoCoreError``: refused connections, read timeouts), throttling and
+    5xx are transient; a permanent rejection of this input is poison; other client errors
+    (a missing table, access denied) are unexpected: retried a few times, then reported.
+    """
+    if isinstance(exc, BotoCoreError):
+        return ErrorKind.TRANSIENT
+    if not isinstance(exc, ClientError):
+        return None
+    status = int(exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0) or 0)
+    code = error_code(exc)
+    if code in _TRANSIENT_CODES or status >= 500:
+        return ErrorKind.TRANSIENT
+    if code in _POISON_CODES:
+        return ErrorKind.POISON
+    return ErrorKind.UNEXPECTED
+
+
+def classify_error(exc: Exception) -> Exception:
+    """A botocore exception as the core's error of its kind (unexpected ones unchanged)."""
+    kind = classify(exc)
+    if kind is ErrorKind.TRANSIENT:
+        return TransientError(f"aws: {error_code(exc) or exc}")
+    if kind is ErrorKind.POISON:
+        return PoisonError(f"aws rejected: {exc}")
     return exc
+
+
+def pages(client: Any, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """Every raw page of a ``query`` or ``scan`` (boto3's paginator: it follows
+    ``LastEvaluatedKey``; a DynamoDB call returns at most 1 MB). Pass ``ExclusiveStartKey`` to
+    resume; each page carries its own ``LastEvaluatedKey``. Errors come out classified."""
+    try:
+        yield from client.get_paginator(operation).paginate(**kwargs)
+    except (ClientError, BotoCoreError) as exc:
+        raise classify_error(exc) from exc
+
+
+def items(client: Any, operation: str, **kwargs: Any) -> Iterator[dict[str, Any]]:
+    """Every raw (DynamoDB JSON) item of a paged ``query`` or ``scan``."""
+    for page in pages(client, operation, **kwargs):
+        yield from page.get("Items", [])
 
 
 def batch_get(client: Any, table: str, keys: Sequence[Key]) -> Iterator[dict[str, Any]]:

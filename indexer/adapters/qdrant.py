@@ -18,7 +18,7 @@ from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from indexer.core.documents import point_id
-from indexer.core.errors import TransientError
+from indexer.core.errors import ErrorKind, TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 
@@ -43,11 +43,21 @@ def build_client(settings: Settings) -> QdrantClient:
         ) from exc
 
 
+def classify(exc: BaseException) -> ErrorKind | None:
+    """The kind of a qdrant-client exception (``None``: not qdrant-client's): no answer,
+    429 and 5xx are transient; another HTTP answer is unexpected."""
+    if isinstance(exc, ResponseHandlingException):
+        return ErrorKind.TRANSIENT
+    if isinstance(exc, UnexpectedResponse):
+        status = exc.status_code or 0
+        return ErrorKind.TRANSIENT if status == 429 or status >= 500 else ErrorKind.UNEXPECTED
+    return None
+
+
 def _transient(exc: Exception) -> bool:
-    if isinstance(exc, ResponseHandlingException | ConnectionError | TimeoutError):
-        return True
-    return isinstance(exc, UnexpectedResponse) and (
-        exc.status_code == 429 or (exc.status_code or 0) >= 500
+    kind = classify(exc)
+    return kind is ErrorKind.TRANSIENT or (
+        kind is None and isinstance(exc, ConnectionError | TimeoutError)
     )
 
 

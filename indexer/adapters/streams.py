@@ -1,4 +1,5 @@
-"""DynamoDB Streams reader used to export a table's stream records to a file.
+"""DynamoDB Streams: the calls the tailer makes, and an exporter of a table's stream records
+to a file (tests, the bench).
 
 ``get_records`` returns ``ApproximateCreationDateTime`` as a datetime; exported records carry
 epoch seconds, as Lambda event batches do, so every reader sees one shape.
@@ -31,6 +32,30 @@ def list_shards(streams: Any, arn: str) -> list[dict[str, Any]]:
         if not last:
             return shards
         kwargs["ExclusiveStartShardId"] = last
+
+
+class StreamReader:
+    """The tailer's door to a ``dynamodbstreams`` client (boto3's, or a test's stand-in with
+    the same three methods): shard listing, iterators and record pages."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+
+    def shards(self, arn: str) -> list[dict[str, Any]]:
+        return list_shards(self._client, arn)
+
+    def iterator(self, arn: str, shard_id: str, kind: str, sequence: str | None) -> str | None:
+        """A shard iterator of ``kind`` (``AFTER_SEQUENCE_NUMBER`` needs ``sequence``)."""
+        args: dict[str, Any] = {"StreamArn": arn, "ShardId": shard_id, "ShardIteratorType": kind}
+        if sequence is not None:
+            args["SequenceNumber"] = sequence
+        found = self._client.get_shard_iterator(**args).get("ShardIterator")
+        return str(found) if found else None
+
+    def records(self, iterator: str, limit: int) -> tuple[list[dict[str, Any]], str | None]:
+        """One page: its records and the next iterator (``None``: the shard is closed and read)."""
+        response = self._client.get_records(ShardIterator=iterator, Limit=limit)
+        return list(response.get("Records", [])), response.get("NextShardIterator")
 
 
 def portable(record: dict[str, Any]) -> dict[str, Any]:

@@ -55,12 +55,13 @@ def _worker_metrics(settings: Settings, port: int) -> Iterator[None]:
     if not port:
         yield
         return
+    from indexer.adapters.broker import QueueCollector
     from indexer.metrics import serve_multiprocess_metrics
 
     directory = tempfile.mkdtemp(prefix="sidecar-metrics-")
     os.environ["PROMETHEUS_MULTIPROC_DIR"] = directory  # inherited by spawn_workers
     try:
-        serve_multiprocess_metrics(settings, port, directory)
+        serve_multiprocess_metrics(settings, port, directory, QueueCollector(settings))
         yield
     finally:
         shutil.rmtree(directory, ignore_errors=True)
@@ -74,7 +75,7 @@ def ingest(
     """Feed exported stream records (Lambda batches, Kinesis records, JSON lines) to the workers."""
     from indexer.adapters.aws import client
     from indexer.pipeline.runner import ingestor
-    from indexer.pipeline.sources import read_sources
+    from indexer.sources.files import read_sources
 
     settings = get_settings()
     run = ingestor(settings)

@@ -9,9 +9,9 @@ from typing import Annotated
 
 import typer
 
+from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
-from indexer.pipeline.sources import RawRecord
 from indexer.settings import Settings, get_settings
 from indexer.sources.tail import StartAt, StreamTailer, TailOptions
 
@@ -38,11 +38,11 @@ def build_tailer(
     covers exactly that page's tasks.
     """
     from indexer.adapters import aws
+    from indexer.adapters.state import Lease, ShardCheckpointStore
     from indexer.adapters.streams import latest_stream_arn
     from indexer.pipeline import deps
     from indexer.pipeline.ingest import Ingestor
     from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
-    from indexer.sources.checkpoints import CheckpointStore, Lease
 
     if stage not in ("all", *READERS):
         raise ValueError(f"unknown stage {stage!r}")
@@ -61,7 +61,7 @@ def build_tailer(
     return StreamTailer(
         aws.client(settings, "dynamodbstreams"),
         arn,
-        CheckpointStore(ddb, state, arn, reader),
+        ShardCheckpointStore(ddb, state, arn, reader),
         lambda: Ingestor(send, dead_letter, settings.batch_messages),
         lease=Lease(ddb, state, settings.table + (f"#{reader}" if reader else ""),
                     duration_s=lease_s),
@@ -124,7 +124,9 @@ def tail(
     configure_unless_configured(logging.INFO)
     port = settings.metrics_port if metrics_port is None else metrics_port
     if port:
-        serve_process_metrics(settings, port)
+        from indexer.adapters.broker import QueueCollector
+
+        serve_process_metrics(settings, port, QueueCollector(settings))
     begin: StartAt = "latest" if start_at == "latest" else "trim_horizon"
     stages = READERS if stage == "each" else (stage,)
     tailers = {name: build_tailer(settings, begin, lease_s, renew_s, name) for name in stages}

@@ -1,6 +1,21 @@
-"""Typed errors of the pure core. Each carries a reason a human can act on."""
+"""Typed errors of the pure core, and the three kinds every failure is sorted into.
+
+Each adapter classifies its own library's exceptions into an :class:`ErrorKind` (one
+classification per engine, at its adapter: ``indexer.adapters.errors.classify`` asks them
+all), so the tasks, the tailer and the API decide alike: *transient* → retry with backoff,
+*poison* → dead-letter (or a 4xx to a caller), *unexpected* → bounded retries, then
+dead-letter. Each error carries a reason a human can act on.
+"""
 
 from __future__ import annotations
+
+from enum import StrEnum
+
+
+class ErrorKind(StrEnum):
+    TRANSIENT = "transient"  # may succeed later: engine down, throttled, timeout, 5xx
+    POISON = "poison"  # can never succeed as is: dead-letter it, never retry
+    UNEXPECTED = "unexpected"  # anything else: a few retries, then dead-letter
 
 
 class RecordError(ValueError):
@@ -16,4 +31,14 @@ class TransientError(RuntimeError):
 
 
 class PoisonError(ValueError):
-    """An operation that can never succeed as is (e.g. a mapping rejection): dead-letter it."""
+    """An operation that can never succeed as is (an engine's permanent rejection of this
+    input, e.g. an item over DynamoDB's 400 KB): dead-letter it without retrying."""
+
+
+def kind_of(exc: BaseException) -> ErrorKind | None:
+    """The kind of the core's own errors; ``None`` for an exception the core does not know."""
+    if isinstance(exc, TransientError):
+        return ErrorKind.TRANSIENT
+    if isinstance(exc, PoisonError | RecordError):
+        return ErrorKind.POISON
+    return None

@@ -95,7 +95,10 @@ def ts12(ts: int) -> str:
     return f"{ts:012d}"
 
 
-def message_pk(mailbox_id: str, thread_key: str) -> str:
+# Key builders (store-items.md "Keys"): the one set, used by the core, the adapters and the
+# store writer alike.
+def thread_pk(mailbox_id: str, thread_key: str) -> str:
+    """A thread's partition: its Message items (``SK = MSG#<ts12>#<key>``) and its summary."""
     return f"M#{mailbox_id}#T#{thread_key}"
 
 
@@ -103,5 +106,6 @@ def message_sk(ts: int, message_key: str) -> str:
     return f"MSG#{ts12(ts)}#{message_key}"
 
 
-def pointer_pk(mailbox_id: str, message_key: str) -> str:
+def message_pk(mailbox_id: str, message_key: str) -> str:
+    """A message's own partition: its Body (``SK = BODY``) and META pointer (``SK = META``)."""
     return f"M#{mailbox_id}#MSG#{message_key}"

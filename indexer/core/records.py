@@ -22,6 +22,15 @@ from indexer.core.errors import RecordError
 TTL_PRINCIPAL = "dynamodb.amazonaws.com"
 
 
+@dataclass(frozen=True, slots=True)
+class RawRecord:
+    """One raw record (or the error that replaced it) and where it came from."""
+
+    source: str
+    raw: object
+    error: RecordError | None = None
+
+
 class EventName(StrEnum):
     INSERT = "INSERT"
     MODIFY = "MODIFY"

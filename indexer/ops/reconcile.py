@@ -33,7 +33,7 @@ from indexer.core.drift import (
     fulltext_view,
 )
 from indexer.core.errors import TransientError
-from indexer.core.items import pointer_pk
+from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from indexer.ops.engines import Engines, open_engines
 from indexer.pipeline import deps
@@ -161,7 +161,7 @@ def _fulltext(source: Mapping[str, Any]) -> View:
 def _page_states(engines: Engines, mailbox: str, page: Sequence[Any]) -> Iterator[MessageState]:
     """Message items of one GSI1 page, each with its Body (one BatchGetItem per 100)."""
     keys = {
-        str(item["message_key"]): (pointer_pk(mailbox, str(item["message_key"])), "BODY")
+        str(item["message_key"]): (message_pk(mailbox, str(item["message_key"])), "BODY")
         for item in page
     }
     bodies = engines.store.get_items(keys.values())

@@ -41,9 +41,8 @@ from itertools import islice
 from typing import Any
 
 from indexer.adapters import aws
+from indexer.adapters.dynamo import message_items
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
-from indexer.core.errors import RecordError
-from indexer.core.items import ItemKind, classify
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import Pending
@@ -77,30 +76,6 @@ def _single(members: list[str], what: str) -> str:
 
 
 # -- table side ---------------------------------------------------------------------------------
-def message_items(ddb: Any, table: str, extra: str = "") -> Iterator[tuple[MessageRef, Any]]:
-    """Every Message item of the table (keys, plus ``extra`` attributes): a strongly
-    consistent, paged Scan."""
-    args: dict[str, Any] = {
-        "TableName": table,
-        "ProjectionExpression": "PK, SK" + (f", {extra}" if extra else ""),
-        "FilterExpression": "begins_with(SK, :m)",
-        "ExpressionAttributeValues": {":m": {"S": "MSG#"}},
-        "ConsistentRead": True,
-    }
-    while True:
-        page = ddb.scan(**args)
-        for item in page.get("Items", []):
-            try:
-                ref = classify(item["PK"]["S"], item["SK"]["S"])
-            except RecordError:
-                continue  # not an item of the mail layout: nothing to index
-            if ref.kind is ItemKind.MESSAGE and ref.message_key:
-                yield MessageRef(ref.mailbox_id, ref.message_key), item
-        if "LastEvaluatedKey" not in page:
-            return
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 def table_counts(ddb: Any, table: str) -> dict[str, int]:
     """Messages per mailbox."""
     return dict(Counter(ref.mailbox_id for ref, _ in message_items(ddb, table)))
@@ -116,7 +91,7 @@ def swap(index: OpenSearchIndex, *, read: str, keep: str) -> None:
         {"add": {"index": read, "alias": index.alias, "is_write_index": True}},
         {"add": {"index": keep, "alias": index.write_alias}},
     ]
-    index.client.indices.update_aliases(body={"actions": actions})
+    index.update_aliases(actions)
 
 
 # -- steps --------------------------------------------------------------------------------------
@@ -132,12 +107,12 @@ def _start(index: OpenSearchIndex, version: int, say: Say) -> tuple[str, str]:
     new = index.index_name(version)
     if new == old:
         raise ReindexError(f"{index.alias} already reads {old}; choose another --to-version")
-    if index.client.indices.exists(index=new):
+    if index.index_exists(new):
         say(f"deleting {new}: an unaliased leftover of an earlier attempt")
-        index.client.indices.delete(index=new)
+        index.delete_index(new)
     index.create_index(version)
-    index.client.indices.update_aliases(
-        body={"actions": [{"add": {"index": new, "alias": index.write_alias}}]}
+    index.update_aliases(
+        [{"add": {"index": new, "alias": index.write_alias}}]
     )
     say(f"{new} created (mapping v{version}) and added to {index.write_alias}")
     return old, new
@@ -211,7 +186,7 @@ def verify(
 
     def read() -> Counts:
         table = table_counts(ddb, settings.table)
-        index.client.indices.refresh(index=f"{old},{new}")
+        index.refresh(old, new)
         return combine(table, index.mailbox_counts(old), index.mailbox_counts(new))
 
     return agree(read, timeout_s, say)
@@ -219,11 +194,8 @@ def verify(
 
 def _abort(index: OpenSearchIndex, new: str) -> None:
     """Take a half-built index out of the writes and delete it (the read alias never moved)."""
-    index.client.indices.update_aliases(
-        body={"actions": [{"remove": {"index": new, "alias": index.write_alias}}]},
-        ignore=[404],
-    )
-    index.client.indices.delete(index=new, ignore=[404])
+    index.update_aliases([{"remove": {"index": new, "alias": index.write_alias}}], missing_ok=True)
+    index.delete_index(new)
 
 
 def reindex(
@@ -275,10 +247,8 @@ def finish(settings: Settings, grace_s: float = 30.0, say: Say = lambda _msg: No
     that, then delete it. Returns its name."""
     index = deps.fulltext_index(settings)
     kept = _single(index.aliases()[index.write_alias], f"alias {index.write_alias}")
-    index.client.indices.update_aliases(
-        body={"actions": [{"remove": {"index": kept, "alias": index.write_alias}}]}
-    )
+    index.update_aliases([{"remove": {"index": kept, "alias": index.write_alias}}])
     say(f"{kept} is no longer written; deleting it in {grace_s:.0f}s")
     time.sleep(grace_s)
-    index.client.indices.delete(index=kept, ignore=[404])
+    index.delete_index(kept)
     return kept

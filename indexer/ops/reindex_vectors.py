@@ -23,6 +23,7 @@ from collections import Counter
 from typing import Any
 
 from indexer.adapters import aws
+from indexer.adapters.dynamo import message_items
 from indexer.ops.reindex import (
     Counts,
     ReindexError,
@@ -31,7 +32,6 @@ from indexer.ops.reindex import (
     agree,
     backfill,
     combine,
-    message_items,
 )
 from indexer.settings import Settings
 

@@ -8,27 +8,24 @@ from __future__ import annotations
 
 from functools import lru_cache
 
-import redis
-
 from indexer.adapters import aws
-from indexer.adapters.dlq import DeadLetterStore
+from indexer.adapters.broker import dead_letters, redis_client
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder, build_embedder
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.qdrant import VectorIndex
 from indexer.adapters.qdrant import build_client as build_qdrant
 from indexer.settings import Settings
 
-
-@lru_cache(maxsize=4)
-def redis_client(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
-
-
-@lru_cache(maxsize=4)
-def dead_letters(settings: Settings) -> DeadLetterStore:
-    return DeadLetterStore(redis_client(settings), settings.queue_prefix)
+__all__ = [
+    "dead_letters",
+    "embedder",
+    "fulltext_index",
+    "redis_client",
+    "store",
+    "vector_index",
+]
 
 
 @lru_cache(maxsize=4)
@@ -58,11 +55,5 @@ def vector_index(settings: Settings) -> VectorIndex:
     return index
 
 
-@lru_cache(maxsize=2)
 def embedder(settings: Settings) -> Embedder:
-    return Embedder(
-        max_tokens=settings.embed_max_tokens,
-        threads=settings.embed_threads,
-        batch_size=settings.embed_batch_size,
-        dtype=settings.embed_dtype,
-    )
+    return build_embedder(settings)

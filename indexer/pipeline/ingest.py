@@ -18,9 +18,8 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
-from indexer.core.records import decode_record
+from indexer.core.records import RawRecord, decode_record
 from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ
-from indexer.pipeline.sources import RawRecord
 
 
 class Pending(Protocol):

@@ -9,8 +9,8 @@ from typing import Any
 from indexer.adapters.dlq import DeadLetter
 from indexer.pipeline import deps
 from indexer.pipeline.runner import celery_send, ingestor
-from indexer.pipeline.sources import RawRecord, parse_blob
 from indexer.settings import Settings
+from indexer.sources.files import RawRecord, parse_blob
 
 
 def redrive(settings: Settings, ids: list[str] | None, *, wait: bool) -> dict[str, Any]:

@@ -16,9 +16,9 @@ import time
 import uuid
 from typing import IO, Any
 
+from indexer.core.records import RawRecord
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import DeadLetter, Ingestor, Pending, Send
-from indexer.pipeline.sources import RawRecord
 from indexer.settings import Settings, to_env
 
 ROLES = ("fulltext", "vectors")

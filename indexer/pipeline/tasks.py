@@ -1,11 +1,12 @@
 """Celery tasks: JSON in, JSON out; they only wire the sync core to this process's adapters.
 
-Failures are classified once. A :class:`TransientError` (an engine down, throttled, a network
-error) is retried with exponential backoff and jitter for as long as the outage lasts, up to
-``transient_retry_budget_s`` after the batch first failed: an OpenSearch restart must not turn
-healthy mail into dead letters. Anything unexpected is retried ``max_retries`` times. After
-that — or at once for poison — each message goes to the dead-letter store with its reason, so
-one bad message never blocks the queue and nothing is silently dropped.
+Failures are classified once, by the engines' adapters (:mod:`indexer.adapters.errors`). A
+transient one (an engine down, throttled, a network error) is retried with exponential backoff
+and jitter for as long as the outage lasts, up to ``transient_retry_budget_s`` after the batch
+first failed: an OpenSearch restart must not turn healthy mail into dead letters. Anything
+unexpected is retried ``max_retries`` times. After that, or at once for poison, each message
+goes to the dead-letter store with its reason, so one bad message never blocks the queue and
+nothing is silently dropped.
 """
 
 from __future__ import annotations
@@ -17,7 +18,8 @@ from typing import Any
 
 from celery import Task
 
-from indexer.core.errors import TransientError
+from indexer.adapters.errors import classify
+from indexer.core.errors import ErrorKind
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.retry import backoff_seconds
 from indexer.logs import celery_json_logs
@@ -74,9 +76,10 @@ def _run(
     try:
         return _finish(stage, work(), refs, payload)
     except Exception as exc:
-        transient = isinstance(exc, TransientError)
+        kind = classify(exc)
+        transient = kind is ErrorKind.TRANSIENT
         first_failure = float(payload.get(FIRST_FAILURE) or time.time())
-        if (
+        if kind is not ErrorKind.POISON and (
             time.time() - first_failure < settings.transient_retry_budget_s
             if transient
             else task.request.retries < settings.max_retries
@@ -88,7 +91,6 @@ def _run(
             )
             again = {**payload, FIRST_FAILURE: first_failure}
             raise task.retry(args=(again,), exc=exc, countdown=delay) from exc
-        kind = "transient" if transient else "unexpected"
         reason = f"gave up after {task.request.retries} retries ({kind}): {exc}"
         return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
 

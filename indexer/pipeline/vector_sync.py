@@ -7,28 +7,18 @@ reindex lose nothing (the argument of :mod:`indexer.ops.reindex` holds as is).
 from __future__ import annotations
 
 from collections.abc import Collection
-from functools import lru_cache
 
 from indexer.adapters import vector_targets as vt
-from indexer.adapters.embedder import Embedder
+from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.pipeline.sync import Outcome, sync_vectors
 from indexer.settings import Settings
 
 
-@lru_cache(maxsize=2)
-def _other_embedder(max_tokens: int, threads: int, batch_size: int, dtype: str) -> Embedder:
-    return Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch_size, dtype=dtype)
-
-
 def embedder_for(settings: Settings, max_tokens: int) -> Embedder:
     """The process's embedder, or one model per other truncation (a reindex's target)."""
-    if max_tokens == settings.embed_max_tokens:
-        return deps.embedder(settings)
-    return _other_embedder(
-        max_tokens, settings.embed_threads, settings.embed_batch_size, settings.embed_dtype
-    )
+    return build_embedder(settings, max_tokens)
 
 
 def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Outcome:

@@ -37,13 +37,15 @@ from typing import Any
 from rich.progress import Progress, TaskID
 
 from indexer.adapters import aws
+from indexer.adapters.objects import s3_bytes, s3_keys
+from indexer.adapters.state import MarkStore
 from indexer.core.errors import TransientError
 from indexer.core.plan import ParticipantRef
+from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter, participant_ref
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.runner import ingestor
-from indexer.pipeline.sources import RawRecord
 from indexer.settings import Settings
 from indexer.sources.exports import (
     DataFile,
@@ -78,35 +80,6 @@ class BackfillSummary:
     def add(self, part: IngestSummary) -> None:
         for name in _COUNTED:
             setattr(self, name, getattr(self, name) + getattr(part, name))
-
-
-class Checkpoints:
-    """Marks under one partition of the sidecar's state table (consistent reads)."""
-
-    def __init__(self, ddb: Any, table: str, pk: str) -> None:
-        self._ddb, self._table, self._pk = ddb, table, pk
-
-    def load(self) -> dict[str, dict[str, Any]]:
-        found: dict[str, dict[str, Any]] = {}
-        pages = self._ddb.get_paginator("query").paginate(
-            TableName=self._table,
-            KeyConditionExpression="PK = :pk",
-            ExpressionAttributeValues={":pk": {"S": self._pk}},
-            ConsistentRead=True,
-        )
-        for page in pages:
-            for item in page["Items"]:
-                found[item["SK"]["S"]] = item
-        return found
-
-    def put(self, sk: str, attrs: dict[str, Any]) -> None:
-        item = {"PK": {"S": self._pk}, "SK": {"S": sk}, "at": {"N": str(int(time.time()))}}
-        self._ddb.put_item(TableName=self._table, Item={**item, **attrs})
-
-    def clear(self) -> None:
-        for sk in self.load():
-            key = {"PK": {"S": self._pk}, "SK": {"S": sk}}
-            self._ddb.delete_item(TableName=self._table, Key=key)
 
 
 class Window:
@@ -168,23 +141,20 @@ def export_files(s3: Any, uri: str) -> list[tuple[DataFile, bool]]:
     are triggers, so their order does not matter.
     """
     bucket, prefix = _split(uri)
-    keys: list[str] = []
-    for page in s3.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=prefix):
-        keys.extend(obj["Key"] for obj in page.get("Contents", []))
-    found = summary_keys(keys)
+    found = summary_keys(s3_keys(s3, bucket, prefix))
     if not found:
         raise ExportError(f"no manifest-summary.json under {uri}")
     files: list[tuple[DataFile, bool]] = []
     for key in found:
-        manifest = parse_summary(s3.get_object(Bucket=bucket, Key=key)["Body"].read(), key)
-        body = s3.get_object(Bucket=bucket, Key=manifest.manifest_files_key)["Body"].read()
+        manifest = parse_summary(s3_bytes(s3, bucket, key), key)
+        body = s3_bytes(s3, bucket, manifest.manifest_files_key)
         for data_file in parse_manifest_files(body, manifest.manifest_files_key):
             files.append((data_file, manifest.incremental))
     return files
 
 
 def _read_file(s3: Any, bucket: str, data_file: DataFile, incremental: bool) -> list[RawRecord]:
-    data = s3.get_object(Bucket=bucket, Key=data_file.key)["Body"].read()
+    data = s3_bytes(s3, bucket, data_file.key)
     if data_file.md5:
         digest = base64.b64encode(hashlib.md5(data).digest()).decode()  # noqa: S324 - checksum
         if digest != data_file.md5:
@@ -238,7 +208,7 @@ def backfill_export(
     s3 = aws.client(settings, "s3")
     bucket, _ = _split(uri)
     files = export_files(s3, uri)
-    marks = Checkpoints(
+    marks = MarkStore(
         state_client(settings), settings.resolved_state_table, export_checkpoint_pk(uri)
     )
     if restart:

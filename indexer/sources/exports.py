@@ -24,15 +24,14 @@ A malformed row is yielded as :class:`RawRecord` with a :class:`RecordError` and
 
 from __future__ import annotations
 
-import gzip
 import json
-import zlib
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from indexer.core.errors import RecordError
-from indexer.pipeline.sources import RawRecord
+from indexer.core.jsonlines import BlobError, json_lines, text_of
+from indexer.core.records import RawRecord
 
 SUMMARY_NAME = "manifest-summary.json"
 FULL = "FULL_EXPORT"
@@ -173,31 +172,21 @@ def incremental_row(row: object) -> dict[str, Any]:
     return {"eventName": event, "dynamodb": ddb}
 
 
-def _text(data: bytes, source: str) -> str:
-    if data[:2] == b"\x1f\x8b":
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, zlib.error) as exc:
-            raise ExportError(f"{source}: not a valid gzip file: {exc}") from exc
-    return data.decode("utf-8", errors="surrogateescape")
-
-
 def export_rows(data: bytes, source: str, *, incremental: bool) -> Iterator[RawRecord]:
     """Trigger records of one data file, each sourced ``file:line``; bad rows carry an error."""
     convert = incremental_row if incremental else full_row
-    for number, line in enumerate(_text(data, source).splitlines(), start=1):
-        if not line.strip():
+    try:
+        text = text_of(data, source)
+    except BlobError as exc:
+        raise ExportError(str(exc)) from exc
+    for line in json_lines(text, source, what="export row"):
+        if line.error is not None:
+            yield RawRecord(line.where, line.value, line.error)
             continue
-        where = f"{source}:{number}"
         try:
-            row = json.loads(line)
-        except ValueError as exc:
-            yield RawRecord(where, line, RecordError(f"export row is not JSON: {exc}"))
-            continue
-        try:
-            yield RawRecord(where, convert(row))
+            yield RawRecord(line.where, convert(line.value))
         except RecordError as exc:
-            yield RawRecord(where, row, exc)
+            yield RawRecord(line.where, line.value, exc)
 
 
 def summary_keys(keys: list[str]) -> list[str]:

@@ -20,12 +20,13 @@ from typing import Any
 from rich.progress import Progress
 
 from indexer.adapters import aws
+from indexer.adapters.dynamo_io import pages
+from indexer.adapters.state import MarkStore
 from indexer.core.errors import RecordError
-from indexer.pipeline.sources import RawRecord
+from indexer.core.records import RawRecord
 from indexer.settings import Settings
 from indexer.sources.backfill import (
     BackfillSummary,
-    Checkpoints,
     Window,
     advance,
     feed,
@@ -67,8 +68,7 @@ def _scan_segment(
     if start:
         args["ExclusiveStartKey"] = start
     try:
-        while not stop.is_set():
-            page = ddb.scan(**args)
+        for page in pages(ddb, "scan", **args):
             lek = page.get("LastEvaluatedKey")
             while not stop.is_set():
                 try:
@@ -76,10 +76,9 @@ def _scan_segment(
                     break
                 except queue.Full:
                     continue
-            limiter.take(len(page.get("Items", [])))
-            if not lek:
+            if stop.is_set():
                 return
-            args["ExclusiveStartKey"] = lek
+            limiter.take(len(page.get("Items", [])))
     except BaseException as exc:  # handed to the feeding thread, which re-raises it
         out.put((segment, exc))
 
@@ -105,7 +104,7 @@ def backfill_scan(
 ) -> BackfillSummary:
     """Parallel Scan (``TotalSegments``) of the mail table; resumable per segment and page."""
     ddb = aws.client(settings, "dynamodb")
-    marks = Checkpoints(
+    marks = MarkStore(
         state_client(settings), settings.resolved_state_table, f"SCAN#{settings.table}#{segments}"
     )
     if restart:

@@ -24,28 +24,21 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from botocore.exceptions import BotoCoreError, ClientError
 from prometheus_client import Counter
-from redis.exceptions import RedisError
 
-from indexer.adapters.streams import list_shards, portable
+from indexer.adapters.dynamo_io import error_code
+from indexer.adapters.errors import classify
+from indexer.adapters.state import Lease, ShardCheckpoint
+from indexer.adapters.streams import StreamReader, portable
+from indexer.core.errors import ErrorKind
+from indexer.core.records import RawRecord
 from indexer.core.retry import backoff_seconds
 from indexer.metrics import STREAM_LAG
-from indexer.pipeline.sources import RawRecord
-from indexer.sources.checkpoints import Checkpoint, Lease
 
 log = logging.getLogger(__name__)
 
 PAGE_LIMIT = 1000
 StartAt = Literal["trim_horizon", "latest"]
-_TRANSIENT = {
-    "ProvisionedThroughputExceededException",
-    "LimitExceededException",
-    "ThrottlingException",
-    "RequestLimitExceeded",
-    "InternalServerError",
-    "ServiceUnavailable",
-}
 GAPS = Counter(
     "sidecar_stream_gaps_total",
     "Stream records that expired before the tailer read them (run `sidecar backfill`).",
@@ -60,11 +53,11 @@ class Sink(Protocol):
     def wait(self, timeout_s: float = ...) -> Any: ...
 
 
-class Checkpoints(Protocol):
-    """Where shard positions live: :class:`indexer.sources.checkpoints.CheckpointStore`."""
+class ShardPositions(Protocol):
+    """Where shard positions live: :class:`indexer.adapters.state.ShardCheckpointStore`."""
 
-    def load(self) -> dict[str, Checkpoint]: ...
-    def save(self, checkpoint: Checkpoint) -> None: ...
+    def load(self) -> dict[str, ShardCheckpoint]: ...
+    def save(self, checkpoint: ShardCheckpoint) -> None: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,7 +79,7 @@ class _Page:
 class _Shard:
     shard_id: str
     parent_id: str | None
-    checkpoint: Checkpoint
+    checkpoint: ShardCheckpoint
     start: str = "TRIM_HORIZON"  # used only without a checkpoint
     iterator: str | None = None
     pending: _Page | None = None  # read but not yet applied: retried as is, never re-read
@@ -95,21 +88,11 @@ class _Shard:
     trimmed: bool = False  # the checkpointed position expired: go on from the oldest record
 
 
-def error_code(exc: BaseException) -> str:
-    if isinstance(exc, ClientError):
-        return str(exc.response.get("Error", {}).get("Code", ""))
-    return ""
-
-
 def is_transient(exc: BaseException) -> bool:
-    """Throttling, 5xx and network errors (EndpointConnectionError, ReadTimeoutError, ...),
-    including the broker's (a Redis restart while a page's results are awaited)."""
-    if isinstance(exc, BotoCoreError | ConnectionError | TimeoutError | RedisError):
-        return True
-    if isinstance(exc, ClientError):
-        status = exc.response.get("ResponseMetadata", {}).get("HTTPStatusCode", 0)
-        return error_code(exc) in _TRANSIENT or int(status) >= 500
-    return False
+    """Throttling, 5xx and network errors of the stream (EndpointConnectionError,
+    ReadTimeoutError, ...), and the broker's (a Redis restart while a page's results are
+    awaited): the engines' own classification (``indexer.adapters.errors``)."""
+    return classify(exc) is ErrorKind.TRANSIENT
 
 
 @dataclass
@@ -132,12 +115,12 @@ class StreamTailer:
         self,
         streams: Any,
         stream_arn: str,
-        checkpoints: Checkpoints,
+        checkpoints: ShardPositions,
         sink_factory: Callable[[], Sink],
         lease: Lease | None = None,
         options: TailOptions | None = None,
     ) -> None:
-        self._streams = streams
+        self._streams = StreamReader(streams)
         self._arn = stream_arn
         self._store = checkpoints
         self._sink_factory = sink_factory
@@ -153,7 +136,7 @@ class StreamTailer:
         """Forget in-memory positions; the next step reloads them from the checkpoints."""
         self._loaded = False
         self._shards: dict[str, _Shard] = {}
-        self._saved: dict[str, Checkpoint] = {}
+        self._saved: dict[str, ShardCheckpoint] = {}
         self._next_discovery = 0.0
         self._discovery_attempt = 0
         self._generation = self._lease.generation if self._lease else 0
@@ -164,7 +147,9 @@ class StreamTailer:
         if not self._loaded:
             try:
                 self._saved = self._store.load()
-            except (ClientError, BotoCoreError) as exc:
+            except Exception as exc:
+                if not (is_transient(exc) or error_code(exc)):
+                    raise
                 log.warning("cannot load checkpoints (%s); retrying", exc)
                 return 0
             self._loaded = True
@@ -181,7 +166,7 @@ class StreamTailer:
     def _discover(self, *, first: bool) -> None:
         now = self._opt.clock()
         try:
-            listed = list_shards(self._streams, self._arn)
+            listed = self._streams.shards(self._arn)
         except Exception as exc:  # never die: back off and re-list later
             self._discovery_attempt += 1
             log.warning("describe_stream failed (%s); backing off", exc)
@@ -201,12 +186,13 @@ class StreamTailer:
 
     def _new_shard(self, desc: dict[str, Any], *, first: bool) -> _Shard:
         sid = desc["ShardId"]
-        shard = _Shard(sid, desc.get("ParentShardId"), self._saved.get(sid, Checkpoint(sid, None)))
+        saved = self._saved.get(sid, ShardCheckpoint(sid, None))
+        shard = _Shard(sid, desc.get("ParentShardId"), saved)
         if first and self._opt.start_at == "latest" and sid not in self._saved:
             closed = bool(desc.get("SequenceNumberRange", {}).get("EndingSequenceNumber"))
             shard.start = "LATEST"
             if closed:  # history before the start point: not ours to read
-                shard.checkpoint = Checkpoint(sid, None, done=True)
+                shard.checkpoint = ShardCheckpoint(sid, None, done=True)
         return shard
 
     def _ready(self, shard: _Shard) -> bool:
@@ -236,18 +222,16 @@ class StreamTailer:
             shard.iterator = self._iterator(shard)
         if shard.iterator is None:
             return _Page([], None)
-        response = self._streams.get_records(ShardIterator=shard.iterator, Limit=PAGE_LIMIT)
-        return _Page(list(response.get("Records", [])), response.get("NextShardIterator"))
+        records, next_iterator = self._streams.records(shard.iterator, PAGE_LIMIT)
+        return _Page(records, next_iterator)
 
     def _iterator(self, shard: _Shard) -> str | None:
-        args: dict[str, Any] = {"StreamArn": self._arn, "ShardId": shard.shard_id}
+        sid = shard.shard_id
         if shard.checkpoint.sequence and not shard.trimmed:
-            args |= {"ShardIteratorType": "AFTER_SEQUENCE_NUMBER"}
-            args["SequenceNumber"] = shard.checkpoint.sequence
-        else:
-            args["ShardIteratorType"] = "TRIM_HORIZON" if shard.trimmed else shard.start
-        found = self._streams.get_shard_iterator(**args).get("ShardIterator")
-        return str(found) if found else None
+            return self._streams.iterator(
+                self._arn, sid, "AFTER_SEQUENCE_NUMBER", shard.checkpoint.sequence)
+        kind = "TRIM_HORIZON" if shard.trimmed else shard.start
+        return self._streams.iterator(self._arn, sid, kind, None)
 
     def _apply(self, shard_id: str, page: _Page) -> int:
         """Feed the page to the pipeline and block until its tasks are applied."""
@@ -263,7 +247,7 @@ class StreamTailer:
 
     def _commit(self, shard: _Shard, page: _Page) -> None:
         last = page.records[-1]["dynamodb"]["SequenceNumber"] if page.records else None
-        new = Checkpoint(
+        new = ShardCheckpoint(
             shard.shard_id, last or shard.checkpoint.sequence, done=page.next_iterator is None
         )
         if new != shard.checkpoint:

@@ -21,12 +21,13 @@ from typing import Any
 import pytest
 
 from indexer.adapters import aws
+from indexer.adapters.state import MarkStore
 from indexer.core.errors import RecordError
 from indexer.core.plan import plan_records
 from indexer.core.records import EventName, decode_record
 from indexer.pipeline import deps
 from indexer.settings import Settings
-from indexer.sources.backfill import Checkpoints, backfill_export, export_checkpoint_pk
+from indexer.sources.backfill import backfill_export, export_checkpoint_pk
 from indexer.sources.exports import (
     ExportError,
     export_rows,
@@ -276,7 +277,7 @@ def test_full_export_backfill_is_exact_and_resumable(settings: Settings) -> None
         _assert_indexed(settings, ddb, "lkml")
 
         # A run that died before marking two files: only those two are read again.
-        marks = Checkpoints(ddb, settings.resolved_state_table, export_checkpoint_pk(uri))
+        marks = MarkStore(ddb, settings.resolved_state_table, export_checkpoint_pk(uri))
         assert set(marks.load()) == set(keys) | {f"people#{key}" for key in keys}
         for key in keys[3:]:
             ddb.delete_item(
@@ -364,7 +365,7 @@ def test_scan_backfill_indexes_the_table_and_resumes_per_segment(
         assert (summary.units, summary.skipped, summary.read) == (3, 0, items)
         assert summary.dead_lettered == 0
         assert len(_assert_indexed(settings, ddb, "scan")) == 25
-        marks = Checkpoints(ddb, settings.resolved_state_table, f"SCAN#{settings.table}#3")
+        marks = MarkStore(ddb, settings.resolved_state_table, f"SCAN#{settings.table}#3")
         assert all(m["done"]["BOOL"] for m in marks.load().values())
         again = backfill_scan(settings, segments=3, timeout_s=600)
         assert (again.skipped, again.read) == (3, 0)

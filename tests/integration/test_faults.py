@@ -150,11 +150,11 @@ class QueueDepth:
 
 
 def _reader_position(settings: Settings, ddb: Any, reader: str) -> int:
+    from indexer.adapters.state import ShardCheckpointStore
     from indexer.adapters.streams import latest_stream_arn
-    from indexer.sources.checkpoints import CheckpointStore
 
     arn = latest_stream_arn(ddb, settings.table)
-    saved = CheckpointStore(ddb, settings.resolved_state_table, arn, reader).load()
+    saved = ShardCheckpointStore(ddb, settings.resolved_state_table, arn, reader).load()
     return max((int(c.sequence) for c in saved.values() if c.sequence), default=0)
 
 

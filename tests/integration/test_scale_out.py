@@ -39,8 +39,8 @@ import pytest
 from indexer.adapters import aws
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Pending
 from indexer.pipeline.runner import celery_send, decode_dead_letter
-from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings, to_env
+from indexer.sources.files import read_sources
 from search_api.auth import token_hash
 from sidecar_tools.writer.files import load_file
 from tests.api_fixtures import free_port

@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from indexer.sources.checkpoints import Checkpoint, Lease
+from indexer.adapters.state import Lease, ShardCheckpoint
 from indexer.sources.tail import GAPS, StreamTailer, TailOptions
 
 ARN = "arn:aws:dynamodb:us-east-1:0:table/t/stream/x"
@@ -96,13 +96,13 @@ class FakeStreams:
 
 
 class FakeCheckpoints:
-    def __init__(self, saved: dict[str, Checkpoint] | None = None) -> None:
+    def __init__(self, saved: dict[str, ShardCheckpoint] | None = None) -> None:
         self.saved = dict(saved or {})
 
-    def load(self) -> dict[str, Checkpoint]:
+    def load(self) -> dict[str, ShardCheckpoint]:
         return dict(self.saved)
 
-    def save(self, checkpoint: Checkpoint) -> None:
+    def save(self, checkpoint: ShardCheckpoint) -> None:
         self.saved[checkpoint.shard_id] = checkpoint
 
 
@@ -174,7 +174,7 @@ def test_parent_read_to_its_end_before_children_after_split() -> None:
     parent = seqs(fake, "A")
     assert applied[: len(parent)] == parent
     assert sorted(applied[len(parent) :]) == seqs(fake, "B", "C")
-    assert store.saved["A"] == Checkpoint("A", parent[-1], done=True)
+    assert store.saved["A"] == ShardCheckpoint("A", parent[-1], done=True)
     assert store.saved["B"].sequence == seqs(fake, "B")[-1] and not store.saved["B"].done
     assert not t.gaps
     # a finished parent is never read again
@@ -244,9 +244,9 @@ def test_expired_records_are_reported_as_gaps(caplog: pytest.LogCaptureFixture) 
     fake.trimmed["B"] = 2  # the checkpointed record 1 and record 2 are gone
     store = FakeCheckpoints(
         {
-            "gone": Checkpoint("gone", "000000000000000000007"),
-            "old": Checkpoint("old", "000000000000000000003", done=True),
-            "B": Checkpoint("B", seqs(fake, "B")[0]),
+            "gone": ShardCheckpoint("gone", "000000000000000000007"),
+            "old": ShardCheckpoint("old", "000000000000000000003", done=True),
+            "B": ShardCheckpoint("B", seqs(fake, "B")[0]),
         }
     )
     before = GAPS._value.get()
@@ -354,8 +354,8 @@ def _write(ddb: Any, table: str, op: str, i: int, mailbox: str, variant: int = 0
 @pytest.mark.slow
 def test_tail_applies_writes_and_resumes_from_checkpoints(settings: Any) -> None:
     from indexer.adapters import aws
+    from indexer.adapters.state import ShardCheckpointStore
     from indexer.adapters.streams import iter_stream_records, latest_stream_arn
-    from indexer.sources.checkpoints import CheckpointStore
     from tests.pipeline_helpers import (
         prepare_tables,
         qdrant_points,
@@ -380,7 +380,7 @@ def test_tail_applies_writes_and_resumes_from_checkpoints(settings: Any) -> None
         assert wait_until(lambda: _converged(settings, ddb, mbs), timeout=60)
         second.stop()
     arn = latest_stream_arn(ddb, settings.table)
-    saved = CheckpointStore(ddb, settings.resolved_state_table, arn).load()
+    saved = ShardCheckpointStore(ddb, settings.resolved_state_table, arn).load()
     assert saved and all(c.sequence for c in saved.values())  # in DynamoDB, not Redis
     # the second reader resumed after the first one's checkpoint: no record read twice
     total = len(list(iter_stream_records(aws.client(settings, "dynamodbstreams"), arn)))

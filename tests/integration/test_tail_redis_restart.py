@@ -104,15 +104,15 @@ def _converged(settings: Settings, ddb: Any) -> bool:
 def _checkpointed_to_the_end(settings: Settings, ddb: Any) -> bool:
     """Both readers' durable checkpoints stand at the stream's last record."""
     from indexer.adapters import aws
+    from indexer.adapters.state import ShardCheckpointStore
     from indexer.adapters.streams import iter_stream_records, latest_stream_arn
-    from indexer.sources.checkpoints import CheckpointStore
 
     arn = latest_stream_arn(ddb, settings.table)
     streams = aws.client(settings, "dynamodbstreams")
     last = max((int(r["dynamodb"]["SequenceNumber"]) for r in iter_stream_records(streams, arn)),
                default=0)
     for reader in ("fulltext", "vectors"):
-        saved = CheckpointStore(ddb, settings.resolved_state_table, arn, reader).load()
+        saved = ShardCheckpointStore(ddb, settings.resolved_state_table, arn, reader).load()
         if max((int(c.sequence) for c in saved.values() if c.sequence), default=0) != last:
             return False
     return True

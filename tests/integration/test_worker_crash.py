@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from indexer.pipeline.runner import ingestor
-from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
+from indexer.sources.files import read_sources
 from sidecar_tools.writer.files import load_file
 from tests.conftest import CORPORA
 from tests.pipeline_helpers import (

@@ -26,8 +26,8 @@ from indexer.pipeline.runner import (
     spawn_workers,
     stop_workers,
 )
-from indexer.pipeline.sources import read_sources
 from indexer.settings import Settings
+from indexer.sources.files import read_sources
 from sidecar_tools.bench.timing import peak_rss_mib, rate
 
 

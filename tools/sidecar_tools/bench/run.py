@@ -21,7 +21,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from indexer.adapters import aws
-from indexer.adapters.embedder import Embedder
+from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.pipeline import deps
 from indexer.settings import Settings
@@ -46,12 +46,7 @@ Log = Any  # a callable(str) -> None for progress lines
 
 
 def _embedder(settings: Settings) -> Embedder:
-    return Embedder(
-        max_tokens=settings.embed_max_tokens,
-        threads=settings.embed_threads,
-        batch_size=settings.embed_batch_size,
-        dtype=settings.embed_dtype,
-    )
+    return build_embedder(settings)
 
 
 def _machine() -> dict[str, Any]:

@@ -25,7 +25,7 @@ import httpx
 
 from indexer.adapters.embedder import Embedder
 from indexer.core.documents import point_id
-from indexer.core.items import message_pk, message_sk
+from indexer.core.items import message_sk, thread_pk
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
@@ -82,7 +82,7 @@ def raw_calls(
     store = deps.store(settings)
 
     def batch_get(page: list[Message]) -> bool:
-        keys = [(message_pk(mb, m.thread_key), message_sk(m.ts, m.ref.message_key)) for m in page]
+        keys = [(thread_pk(mb, m.thread_key), message_sk(m.ts, m.ref.message_key)) for m in page]
         return len(store.get_items(keys)) == len(page)
 
     def similar(key: str) -> bool:

@@ -118,7 +118,7 @@ def demo(
     from indexer.adapters.streams import export_records
     from indexer.pipeline import deps
     from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
-    from indexer.pipeline.sources import read_sources
+    from indexer.sources.files import read_sources
     from sidecar_tools.writer.files import load_file
     from sidecar_tools.writer.store import create_table
 

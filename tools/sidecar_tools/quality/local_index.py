@@ -23,9 +23,9 @@ from indexer.adapters.streams import export_records
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
-from indexer.pipeline.sources import RawRecord, read_sources
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
+from indexer.sources.files import RawRecord, read_sources
 from sidecar_tools.writer.files import load_file
 from sidecar_tools.writer.store import create_table
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
+from indexer.core.items import message_pk, message_sk, thread_pk, ts12
 from sidecar_tools.writer.parse import (
     InvalidEmail,
     addresses,
@@ -77,23 +78,6 @@ class MessageItems:
 def sha256_hex(value: str) -> str:
     """Fixed-length key of an id (Appendix C.2): lowercase hex SHA-256 of its UTF-8 bytes."""
     return hashlib.sha256(value.encode("utf-8")).hexdigest()
-
-
-# Key builders (store-items.md "Keys"); the store uses them to find items again.
-def ts12(ts: int) -> str:
-    return f"{ts:012d}"
-
-
-def thread_pk(mailbox_id: str, thread_key: str) -> str:
-    return f"M#{mailbox_id}#T#{thread_key}"
-
-
-def message_sk(ts: int, message_key: str) -> str:
-    return f"MSG#{ts12(ts)}#{message_key}"
-
-
-def message_pk(mailbox_id: str, message_key: str) -> str:
-    return f"M#{mailbox_id}#MSG#{message_key}"  # Body and META pointer
 
 
 def _message(

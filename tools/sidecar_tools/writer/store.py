@@ -25,19 +25,18 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
+from indexer.adapters.dynamo_io import items
+from indexer.core.items import message_pk, message_sk, thread_pk
 from sidecar_tools.writer.mapping import (
     MessageItems,
-    message_pk,
-    message_sk,
     sha256_hex,
     thread_after_insert,
-    thread_pk,
     thread_summary,
 )
 from sidecar_tools.writer.parse import validate_mailbox_id
@@ -233,24 +232,14 @@ def rewrite_message(client: Any, table: str, items: MessageItems) -> bool:
     return _transact(client, lambda: ops, identity=len(ops))
 
 
-def _paged(call: Callable[..., Any], **args: Any) -> Iterator[dict[str, Any]]:
-    """Every item of a Query or Scan, following LastEvaluatedKey."""
-    while True:
-        page = call(ConsistentRead=True, **args)
-        yield from page.get("Items", [])
-        if "LastEvaluatedKey" not in page:
-            return
-        args["ExclusiveStartKey"] = page["LastEvaluatedKey"]
-
-
 def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> list[Op]:
     """Keys of a message's participant and reference items.
 
     A paginated Scan: acceptable for this test writer only (no index leads from a message to
     these rows; a production writer would rebuild their keys from the stored email).
     """
-    return list(_paged(
-        client.scan, TableName=table, ProjectionExpression="PK, SK",
+    return list(items(
+        client, "scan", ConsistentRead=True, TableName=table, ProjectionExpression="PK, SK",
         FilterExpression="(begins_with(PK, :a) AND message_key = :mk) "
         "OR (begins_with(PK, :r) AND SK = :mk)",
         ExpressionAttributeValues={":a": {"S": f"M#{mailbox_id}#A#"},
@@ -260,13 +249,13 @@ def _side_keys(client: Any, table: str, mailbox_id: str, message_key: str) -> li
 
 def _thread_messages(client: Any, table: str, pk: str, skip_sk: str = "") -> list[Op]:
     """The thread's Message items oldest first (SK order), without ``skip_sk``."""
-    items = _paged(
-        client.query, TableName=table,
+    rows = items(
+        client, "query", ConsistentRead=True, TableName=table,
         ProjectionExpression="SK, ts, message_key, subject, thread_id",
         KeyConditionExpression="PK = :pk AND begins_with(SK, :msg)",
         ExpressionAttributeValues={":pk": {"S": pk}, ":msg": {"S": "MSG#"}},
     )
-    return [_load(i) for i in items if i["SK"]["S"] != skip_sk]
+    return [_load(i) for i in rows if i["SK"]["S"] != skip_sk]
 
 
 def _recompute_op(

@@ -1,4 +1,5 @@
-"""Shard checkpoints and the single-reader lease, kept in the sidecar's own DynamoDB table.
+"""The readers' state in the sidecar's own DynamoDB table: shard checkpoints, the
+single-reader lease, and the backfill's marks.
 
 Both live in DynamoDB, not Redis, so losing the broker never rewinds or forgets a position:
 - ``PK=CKPT#<stream_arn>``, ``SK=<shard_id>``: the last *applied* ``SequenceNumber`` and
@@ -7,6 +8,7 @@ Both live in DynamoDB, not Redis, so losing the broker never rewinds or forgets 
 - ``PK=LEASE#<table>``, ``SK=LEASE``: owner id and expiry epoch. Only the holder reads the
   stream; conditional writes make acquire/renew/release safe between processes, and a standby
   takes over once the holder stops renewing (dies) and the expiry passes.
+- ``PK=BACKFILL#...`` / ``SCAN#...``: a backfill's marks (data files or scan segments done).
 """
 
 from __future__ import annotations
@@ -22,11 +24,13 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
+from indexer.adapters.dynamo_io import error_code, items
+
 log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True)
-class Checkpoint:
+class ShardCheckpoint:
     """Where a shard's applied records end; ``done`` = closed shard read to its end."""
 
     shard_id: str
@@ -34,7 +38,7 @@ class Checkpoint:
     done: bool = False
 
 
-class CheckpointStore:
+class ShardCheckpointStore:
     """Checkpoints of one stream (by ARN: a re-enabled stream starts afresh)."""
 
     def __init__(self, client: Any, state_table: str, stream_arn: str, reader: str = "") -> None:
@@ -43,26 +47,24 @@ class CheckpointStore:
         self._table = state_table
         self._pk = f"CKPT#{stream_arn}" + (f"#{reader}" if reader else "")
 
-    def load(self) -> dict[str, Checkpoint]:
+    def load(self) -> dict[str, ShardCheckpoint]:
         """Every shard's checkpoint (strongly consistent, paged Query)."""
-        found: dict[str, Checkpoint] = {}
-        kwargs: dict[str, Any] = {
-            "TableName": self._table,
-            "KeyConditionExpression": "PK = :pk",
-            "ExpressionAttributeValues": {":pk": {"S": self._pk}},
-            "ConsistentRead": True,
-        }
-        while True:
-            page = self._client.query(**kwargs)
-            for item in page["Items"]:
-                seq = item.get("sequence", {}).get("S")
-                done = bool(item.get("done", {}).get("BOOL", False))
-                found[item["SK"]["S"]] = Checkpoint(item["SK"]["S"], seq, done)
-            if "LastEvaluatedKey" not in page:
-                return found
-            kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
+        found: dict[str, ShardCheckpoint] = {}
+        rows = items(
+            self._client,
+            "query",
+            TableName=self._table,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": self._pk}},
+            ConsistentRead=True,
+        )
+        for item in rows:
+            seq = item.get("sequence", {}).get("S")
+            done = bool(item.get("done", {}).get("BOOL", False))
+            found[item["SK"]["S"]] = ShardCheckpoint(item["SK"]["S"], seq, done)
+        return found
 
-    def save(self, checkpoint: Checkpoint) -> None:
+    def save(self, checkpoint: ShardCheckpoint) -> None:
         item: dict[str, Any] = {
             "PK": {"S": self._pk},
             "SK": {"S": checkpoint.shard_id},
@@ -128,7 +130,7 @@ class Lease:
                 },
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            if error_code(exc) != "ConditionalCheckFailedException":
                 raise
             if was_held:
                 log.warning("lease %s lost to another reader", self._key["PK"]["S"])
@@ -152,7 +154,7 @@ class Lease:
                 ExpressionAttributeValues={":me": {"S": self.owner}},
             )
         except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ConditionalCheckFailedException":
+            if error_code(exc) != "ConditionalCheckFailedException":
                 raise
 
     def current_owner(self) -> str | None:
@@ -160,3 +162,31 @@ class Lease:
         item = self._client.get_item(TableName=self._table, Key=self._key, ConsistentRead=True)
         owner = item.get("Item", {}).get("owner", {}).get("S")
         return str(owner) if owner else None
+
+
+class MarkStore:
+    """Marks under one partition of the sidecar's state table (consistent reads): what a
+    backfill has finished (data files, scan segments), so a restart skips it."""
+
+    def __init__(self, ddb: Any, table: str, pk: str) -> None:
+        self._ddb, self._table, self._pk = ddb, table, pk
+
+    def load(self) -> dict[str, dict[str, Any]]:
+        rows = items(
+            self._ddb,
+            "query",
+            TableName=self._table,
+            KeyConditionExpression="PK = :pk",
+            ExpressionAttributeValues={":pk": {"S": self._pk}},
+            ConsistentRead=True,
+        )
+        return {item["SK"]["S"]: item for item in rows}
+
+    def put(self, sk: str, attrs: dict[str, Any]) -> None:
+        item = {"PK": {"S": self._pk}, "SK": {"S": sk}, "at": {"N": str(int(time.time()))}}
+        self._ddb.put_item(TableName=self._table, Item={**item, **attrs})
+
+    def clear(self) -> None:
+        for sk in self.load():
+            key = {"PK": {"S": self._pk}, "SK": {"S": sk}}
+            self._ddb.delete_item(TableName=self._table, Key=key)
