@@ -29,7 +29,23 @@ class Settings(BaseSettings):
     aws_endpoint_url: str | None = Field(
         default=None, description="moto locally; unset means real AWS."
     )
-    aws_region: str = "us-east-1"
+    aws_region: str | None = Field(
+        default=None,
+        description="Region; unset = AWS_REGION, else boto3's chain (AWS_DEFAULT_REGION, profile).",
+    )
+    dynamodb_endpoint_url: str | None = Field(
+        default=None, description="DynamoDB endpoint (e.g. a VPC endpoint); else aws_endpoint_url."
+    )
+    dynamodbstreams_endpoint_url: str | None = Field(
+        default=None, description="DynamoDB Streams endpoint; else aws_endpoint_url."
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None, description="S3 endpoint (exports, ingest); else aws_endpoint_url."
+    )
+    aws_call_log: Path | None = Field(
+        default=None,
+        description="Append each distinct AWS call (role, service, operation) here (IAM audit).",
+    )
 
     # Engines.
     opensearch_url: str = "http://127.0.0.1:9200"

@@ -1,0 +1,84 @@
+"""``SIDECAR_AWS_CALL_LOG``: write each distinct AWS call this process makes to a file, with
+the sidecar role that made it — the evidence the IAM policies in ``deploy/iam/`` are checked
+against (and a way for an operator to see what a deployment really calls).
+
+A botocore ``before-call`` hook: one line per distinct ``(role, service, operation)`` per
+process (a set in memory, so a busy worker writes a handful of lines, not one per call),
+appended with ``O_APPEND`` so concurrent processes share one file. The role is read from the
+call stack: the outermost sidecar entry point on it (``indexer.sources.tail`` → tailer, the
+Celery tasks → workers, ``search_api`` → api, backfill and ingest → backfill, ``sidecar init``
+and the ops commands → operator). Calls made by none of them (the test writer, test setup)
+are not the sidecar's and are not written.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any
+
+# Module (or ``module.function``) prefixes → role; the outermost frame that matches wins.
+ROLE_OF: tuple[tuple[str, str], ...] = (
+    ("indexer.cli.tail_cmds", "tailer"),
+    ("indexer.sources.tail", "tailer"),
+    ("indexer.cli.pipeline_cmds.worker", "workers"),
+    ("indexer.pipeline.tasks", "workers"),
+    ("indexer.pipeline.sync", "workers"),
+    ("indexer.pipeline.vector_sync", "workers"),
+    ("indexer.cli.api_cmds", "api"),
+    ("search_api", "api"),
+    ("indexer.cli.backfill_cmds", "backfill"),
+    ("indexer.sources.backfill", "backfill"),
+    ("indexer.sources.scan", "backfill"),
+    ("indexer.sources.exports", "backfill"),
+    ("indexer.cli.pipeline_cmds.ingest", "backfill"),
+    ("indexer.pipeline.sources", "backfill"),
+    ("indexer.cli.init_cmds", "operator"),
+    ("indexer.cli.ops_cmds", "operator"),
+    ("indexer.cli.reindex_cmds", "operator"),
+    ("indexer.ops", "operator"),
+    ("indexer.pipeline.redrive", "operator"),
+)
+
+_seen: set[tuple[str, str, str]] = set()
+_lock = threading.Lock()
+
+
+def role_on_stack() -> str | None:
+    """The outermost sidecar entry point on the current call stack, as a role name."""
+    frame: Any = sys._getframe(1)
+    found: str | None = None
+    while frame is not None:
+        where = f"{frame.f_globals.get('__name__', '')}.{frame.f_code.co_name}"
+        for prefix, role in ROLE_OF:
+            if where == prefix or where.startswith(prefix + "."):
+                found = role
+                break
+        frame = frame.f_back
+    return found
+
+
+def record_calls(client: Any, path: Path) -> None:
+    """Register the hook on one client (every operation of its service)."""
+    service = client.meta.service_model.service_name
+
+    def before_call(model: Any, **_: Any) -> None:
+        role = role_on_stack()
+        if role is None:
+            return
+        key = (role, service, str(model.name))
+        with _lock:
+            if key in _seen:
+                return
+            _seen.add(key)
+        line = json.dumps({"role": key[0], "service": key[1], "operation": key[2]}) + "\n"
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+
+    client.meta.events.register("before-call.*.*", before_call)
