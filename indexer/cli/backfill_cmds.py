@@ -24,7 +24,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
-from indexer.cli.tables_check import require_tables
+from indexer.cli.preflight import require_tables
 from indexer.settings import get_settings
 
 console = Console(stderr=True)

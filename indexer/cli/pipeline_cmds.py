@@ -16,7 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from indexer.cli.tables_check import require_tables
+from indexer.cli.preflight import require_tables
 from indexer.settings import Settings, get_settings
 
 console = Console(stderr=True)

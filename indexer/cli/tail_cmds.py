@@ -9,7 +9,7 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli.tables_check import require_tables
+from indexer.cli.preflight import require_tables
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
 from indexer.pipeline.sources import RawRecord
