@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -29,13 +29,41 @@ class Settings(BaseSettings):
     aws_endpoint_url: str | None = Field(
         default=None, description="moto locally; unset means real AWS."
     )
-    aws_region: str = "us-east-1"
+    aws_region: str | None = Field(
+        default=None,
+        description="Region; unset = AWS_REGION, else boto3's chain (AWS_DEFAULT_REGION, profile).",
+    )
+    dynamodb_endpoint_url: str | None = Field(
+        default=None, description="DynamoDB endpoint (e.g. a VPC endpoint); else aws_endpoint_url."
+    )
+    dynamodbstreams_endpoint_url: str | None = Field(
+        default=None, description="DynamoDB Streams endpoint; else aws_endpoint_url."
+    )
+    s3_endpoint_url: str | None = Field(
+        default=None, description="S3 endpoint (exports, ingest); else aws_endpoint_url."
+    )
+    aws_call_log: Path | None = Field(
+        default=None,
+        description="Append each distinct AWS call (role, service, operation) here (IAM audit).",
+    )
 
     # Engines.
     opensearch_url: str = "http://127.0.0.1:9200"
     opensearch_index: str = Field(
         default="mail", description="Alias readers use; also the index-family prefix."
     )
+    opensearch_auth: Literal["none", "basic", "sigv4"] = Field(
+        default="none", description="none | basic (username/password) | sigv4 (AWS IAM)."
+    )
+    opensearch_aws_service: Literal["es", "aoss"] = Field(
+        default="es", description="SigV4 service: es = a Service domain, aoss = Serverless."
+    )
+    opensearch_username: str | None = None
+    opensearch_password: SecretStr | None = Field(
+        default=None, description="Basic auth; never logged."
+    )
+    opensearch_verify_certs: bool = Field(default=True, description="Verify the TLS certificate.")
+    opensearch_ca_certs: Path | None = Field(default=None, description="CA bundle (a private CA).")
     redis_url: str = "redis://127.0.0.1:6379/0"
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
     qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")
@@ -134,6 +162,9 @@ def to_env(settings: Settings) -> dict[str, str]:
     """The ``SIDECAR_*`` variables that reproduce these settings in a child process."""
     env: dict[str, str] = {}
     for name, value in settings.model_dump(mode="json").items():
+        secret = getattr(settings, name)
+        if isinstance(secret, SecretStr):  # the dump masks it; a child process needs it
+            value = secret.get_secret_value()
         if value is not None:
             text = json.dumps(value) if isinstance(value, list | dict) else str(value)
             env[f"SIDECAR_{name.upper()}"] = text

@@ -8,6 +8,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
 
+from indexer.adapters.tables import MissingTableError
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
@@ -60,16 +61,22 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
     for name in skipped:
         del checks[name]
-    failing = []
+    failing, errors = [], {}
     for name, check in checks.items():
         try:
             check()
+        except MissingTableError as exc:  # an operator's fix: say which table, which command
+            failing.append(name)
+            errors[name] = str(exc)
         except Exception:
             failing.append(name)
     if failing:
         response.status_code = 503
         response.headers["Retry-After"] = "5"
-    return {"ready": not failing, "failing": failing, "skipped": skipped}
+    body: dict[str, Any] = {"ready": not failing, "failing": failing, "skipped": skipped}
+    if errors:
+        body["errors"] = errors
+    return body
 
 
 SEARCH_DESCRIPTION = """Full-text, semantic or hybrid (RRF) search of one mailbox.

@@ -8,6 +8,7 @@ never see each other's data.
 from __future__ import annotations
 
 import os
+import tempfile
 import uuid
 from pathlib import Path
 from typing import Any
@@ -21,6 +22,18 @@ CORPORA = SHARED / "corpora"
 
 os.environ.setdefault("SIDECAR_AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Every AWS call the sidecar makes during the session, in this process and in every command
+# and worker it starts (they inherit the variable): tests/integration/test_iam_policies.py
+# checks each against its role's policy in deploy/iam/.
+os.environ.setdefault(
+    "SIDECAR_AWS_CALL_LOG",
+    str(Path(tempfile.gettempdir()) / f"sidecar-aws-calls-{os.getpid()}.jsonl"),
+)
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The IAM coverage check runs last, so it sees the calls of every test before it."""
+    items.sort(key=lambda item: item.get_closest_marker("iam_coverage") is not None)
 
 
 @pytest.fixture

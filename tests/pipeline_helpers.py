@@ -14,18 +14,17 @@ from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
 from indexer.adapters.qdrant import VectorIndex
 from indexer.adapters.qdrant import build_client as build_qdrant
 from indexer.adapters.streams import export_records
+from indexer.adapters.tables import init_tables
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
-from sidecar_tools.writer.store import create_table
 
 
 def prepare_tables(settings: Settings) -> Any:
     ddb = aws.client(settings, "dynamodb")
-    create_table(ddb, settings.table)
-    deps.store(settings).ensure_state_table()
+    init_tables(ddb, settings, mail_table=True)  # as `sidecar init --mail-table`
     return ddb
 
 

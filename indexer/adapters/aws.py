@@ -1,33 +1,103 @@
-"""boto3 clients built once from settings (moto when ``aws_endpoint_url`` is set)."""
+"""boto3 clients built from settings, the way AWS users expect them to be found.
+
+- **Region**: ``SIDECAR_AWS_REGION``, else ``AWS_REGION`` (what the AWS SDKs and Lambda set,
+  which botocore itself ignores), else botocore's own chain (``AWS_DEFAULT_REGION``, the
+  profile's ``region``). Only a loopback emulator falls back to ``us-east-1``; real AWS with
+  no region is a clear error.
+- **Endpoints**: ``SIDECAR_DYNAMODB_ENDPOINT_URL``, ``SIDECAR_DYNAMODBSTREAMS_ENDPOINT_URL``,
+  ``SIDECAR_S3_ENDPOINT_URL`` (VPC endpoints differ per service), each falling back to
+  ``SIDECAR_AWS_ENDPOINT_URL`` (one local emulator for all three); unset = AWS's own.
+- **Credentials**: boto3's default chain (environment, profile, SSO, container/IRSA role,
+  instance metadata), refreshed by botocore as they rotate. Placeholder credentials are
+  used only for a loopback endpoint (moto) when the environment names none: a real AWS
+  endpoint never receives them.
+"""
 
 from __future__ import annotations
 
+import ipaddress
 import os
 from typing import Any
+from urllib.parse import urlsplit
 
 import boto3
 from botocore.config import Config
 
+from indexer.adapters import aws_audit
 from indexer.settings import Settings
+
+SERVICES = ("dynamodb", "dynamodbstreams", "s3")
+EMULATOR_REGION = "us-east-1"
 
 _RETRIES = Config(
     retries={"max_attempts": 8, "mode": "adaptive"}, connect_timeout=5, read_timeout=30
 )
 
 
-def _session(settings: Settings) -> boto3.session.Session:
-    if settings.aws_endpoint_url and not os.environ.get("AWS_ACCESS_KEY_ID"):
-        # moto accepts any credentials; real AWS never reaches this branch.
+class AwsConfigError(RuntimeError):
+    """The AWS settings cannot work (no region for real AWS); ``str()`` says what to set."""
+
+
+def is_loopback(url: str | None) -> bool:
+    """True for ``localhost`` or a loopback address (127.0.0.0/8, ::1) — an emulator."""
+    host = urlsplit(url).hostname if url else None
+    if not host:
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def endpoint(settings: Settings, service: str) -> str | None:
+    """The service's endpoint override, else the shared local one, else None (AWS's own)."""
+    specific: dict[str, str | None] = {
+        "dynamodb": settings.dynamodb_endpoint_url,
+        "dynamodbstreams": settings.dynamodbstreams_endpoint_url,
+        "s3": settings.s3_endpoint_url,
+    }
+    if service not in specific:
+        raise ValueError(f"unknown AWS service {service!r}; expected one of {SERVICES}")
+    return specific[service] or settings.aws_endpoint_url
+
+
+def _emulated(settings: Settings) -> bool:
+    """Every configured endpoint is a loopback emulator (and at least one is set)."""
+    urls = [endpoint(settings, s) for s in SERVICES]
+    return any(urls) and all(is_loopback(u) for u in urls if u)
+
+
+def session(settings: Settings) -> boto3.session.Session:
+    """A boto3 session in the resolved region with the default credential chain (placeholder
+    credentials for a loopback emulator when the environment gives none)."""
+    region = settings.aws_region or os.environ.get("AWS_REGION") or None
+    if _emulated(settings) and not os.environ.get("AWS_ACCESS_KEY_ID"):
         return boto3.session.Session(
             aws_access_key_id="testing",
-            aws_secret_access_key="testing",  # noqa: S106 - emulator credentials
-            region_name=settings.aws_region,
+            aws_secret_access_key="testing",  # noqa: S106 - loopback emulator only
+            region_name=region or EMULATOR_REGION,
         )
-    return boto3.session.Session(region_name=settings.aws_region)
+    found = boto3.session.Session(region_name=region)
+    if found.region_name is None:
+        if not _emulated(settings):
+            raise AwsConfigError(
+                "no AWS region: set SIDECAR_AWS_REGION or AWS_REGION (or the profile's region)")
+        found = boto3.session.Session(region_name=EMULATOR_REGION)
+    return found
+
+
+def region(settings: Settings) -> str:
+    """The region the sidecar's clients (and the OpenSearch SigV4 signer) use."""
+    return str(session(settings).region_name)
 
 
 def client(settings: Settings, service: str) -> Any:
     """A low-level client for ``dynamodb``, ``dynamodbstreams`` or ``s3``."""
-    return _session(settings).client(
-        service, endpoint_url=settings.aws_endpoint_url, config=_RETRIES
+    built = session(settings).client(
+        service, endpoint_url=endpoint(settings, service), config=_RETRIES
     )
+    if settings.aws_call_log is not None:
+        aws_audit.record_calls(built, settings.aws_call_log)
+    return built

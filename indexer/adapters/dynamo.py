@@ -15,6 +15,7 @@ from botocore.exceptions import BotoCoreError, ClientError
 
 from indexer.adapters.dynamo_io import Key, batch_get, classify_error, items, pages, plain
 from indexer.adapters.participants import ParticipantStore
+from indexer.adapters.tables import INIT_HINT, MAIL_HINT, Needed, require
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import RecordError, TransientError
 from indexer.core.items import ItemKind, classify, message_pk, message_sk, thread_pk
@@ -134,32 +135,10 @@ class DynamoStore:
                 return
         raise TransientError("participant items kept changing; retry later")
 
-    def ensure_state_table(self) -> None:
-        """Create the sidecar's table if missing (idempotent)."""
-        try:
-            self._client.create_table(
-                TableName=self._state,
-                BillingMode="PAY_PER_REQUEST",
-                AttributeDefinitions=[
-                    {"AttributeName": "PK", "AttributeType": "S"},
-                    {"AttributeName": "SK", "AttributeType": "S"},
-                ],
-                KeySchema=[
-                    {"AttributeName": "PK", "KeyType": "HASH"},
-                    {"AttributeName": "SK", "KeyType": "RANGE"},
-                ],
-            )
-        except ClientError as exc:
-            if exc.response.get("Error", {}).get("Code") != "ResourceInUseException":
-                raise
-        self._client.get_waiter("table_exists").wait(TableName=self._state)
-
     def describe(self) -> None:
-        """Readiness probe: the mail table answers."""
-        try:
-            self._client.describe_table(TableName=self._table)
-        except (ClientError, BotoCoreError) as exc:
-            raise classify_error(exc) from exc
+        """Readiness probe: both tables exist and answer (:class:`MissingTableError` names a
+        missing one and the command that creates it)."""
+        require(self._client, [Needed(self._table, MAIL_HINT), Needed(self._state, INIT_HINT)])
 
 
 def message_items(ddb: Any, table: str, extra: str = "") -> Iterator[tuple[MessageRef, Any]]:

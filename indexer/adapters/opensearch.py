@@ -24,6 +24,7 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
+from indexer.adapters.opensearch_auth import client_options
 from indexer.core.documents import point_id
 from indexer.core.errors import ErrorKind, TransientError
 from indexer.core.plan import MessageRef
@@ -44,13 +45,14 @@ def mapping_file(version: int = MAPPING_VERSION) -> dict[str, Any]:
 
 
 def build_client(settings: Settings) -> OpenSearch:
-    """One client per process, from settings."""
+    """One client per process, from settings (auth and TLS: :mod:`.opensearch_auth`)."""
     return OpenSearch(
         hosts=[settings.opensearch_url],
         timeout=30,
         max_retries=2,
         retry_on_timeout=True,
         http_compress=False,
+        **client_options(settings),
     )
 
 

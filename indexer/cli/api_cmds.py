@@ -6,6 +6,7 @@ from typing import Annotated
 
 import typer
 
+from indexer.cli.preflight import check_config
 from indexer.settings import get_settings
 
 
@@ -24,6 +25,7 @@ def serve(
     from search_api.serve import serve as run
 
     settings = get_settings()
+    check_config(settings)  # tables: /readyz names a missing one (the API may start first)
     run(
         settings,
         host or settings.api_host,

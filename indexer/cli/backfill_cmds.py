@@ -24,6 +24,7 @@ from rich.progress import (
 from rich.table import Table
 from rich.text import Text
 
+from indexer.cli.preflight import require_tables
 from indexer.settings import get_settings
 
 console = Console(stderr=True)
@@ -58,6 +59,7 @@ def backfill(
     if scan == (uri is not None):
         raise typer.BadParameter("give either an s3:// export URI or --scan")
     settings = get_settings()
+    require_tables(settings)
     columns = (
         TextColumn("{task.description:>6}"),
         BarColumn(),

@@ -16,6 +16,7 @@ import typer
 from indexer.cli import (
     api_cmds,
     backfill_cmds,
+    init_cmds,
     ops_cmds,
     pipeline_cmds,
     reindex_cmds,
@@ -57,7 +58,8 @@ def _root(
     """Keep OpenSearch and Qdrant in step with an AECS-1 DynamoDB mail store."""
 
 
-for module in (pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds, api_cmds):
+for module in (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds,
+               api_cmds):
     module.register(app)
 
 for plugin in entry_points(group=PLUGIN_GROUP):

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from indexer.cli.preflight import require_tables
 from indexer.settings import Settings, get_settings
 
 console = Console(stderr=True)
@@ -42,6 +43,7 @@ def worker(
     if any(r not in ROLES for r in roles):
         raise typer.BadParameter(f"role must be all, {' or '.join(ROLES)}")
     settings = get_settings()
+    require_tables(settings)
     port = settings.metrics_port if metrics_port is None else metrics_port
     with _worker_metrics(settings, port):
         code = supervise(spawn_workers(settings, roles, concurrency, loglevel))
@@ -78,6 +80,7 @@ def ingest(
     from indexer.sources.files import read_sources
 
     settings = get_settings()
+    require_tables(settings)
     run = ingestor(settings)
     s3 = client(settings, "s3") if any(p.startswith("s3://") for p in paths) else None
     with Progress(

@@ -9,6 +9,7 @@ from typing import Annotated
 
 import typer
 
+from indexer.cli.preflight import require_tables
 from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
@@ -40,14 +41,12 @@ def build_tailer(
     from indexer.adapters import aws
     from indexer.adapters.state import Lease, ShardCheckpointStore
     from indexer.adapters.streams import latest_stream_arn
-    from indexer.pipeline import deps
     from indexer.pipeline.ingest import Ingestor
     from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
 
     if stage not in ("all", *READERS):
         raise ValueError(f"unknown stage {stage!r}")
     ddb = aws.client(settings, "dynamodb")
-    deps.store(settings).ensure_state_table()
     arn = latest_stream_arn(ddb, settings.table)
     state = settings.resolved_state_table
     reader = "" if stage == "all" else stage
@@ -127,6 +126,7 @@ def tail(
         from indexer.adapters.broker import QueueCollector
 
         serve_process_metrics(settings, port, QueueCollector(settings))
+    require_tables(settings)
     begin: StartAt = "latest" if start_at == "latest" else "trim_horizon"
     stages = READERS if stage == "each" else (stage,)
     tailers = {name: build_tailer(settings, begin, lease_s, renew_s, name) for name in stages}

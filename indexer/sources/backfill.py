@@ -122,7 +122,6 @@ def feed(settings: Settings, records: Iterator[RawRecord] | list[RawRecord]) -> 
 
 
 def state_client(settings: Settings) -> Any:
-    deps.store(settings).ensure_state_table()
     return aws.client(settings, "dynamodb")
 
 

@@ -29,13 +29,14 @@ from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.qdrant import VectorIndex
 from indexer.adapters.streams import iter_stream_records, latest_stream_arn
+from indexer.adapters.tables import init_tables
 from indexer.core.documents import point_id, search_document, vector_target
 from indexer.core.plan import MessageRef, plan_records
 from indexer.core.records import decode_record
 from indexer.pipeline.sync import sync_fulltext, sync_vectors
 from indexer.settings import Settings
 from sidecar_tools.writer.mapping import to_items
-from sidecar_tools.writer.store import create_table, delete_message, rewrite_message, store_message
+from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -86,9 +87,9 @@ class World:
         self.mailboxes = [f"alpha-{suffix}", f"bêta ü-{suffix}"]
         self.ddb = aws.client(base, "dynamodb")
         self.streams = aws.client(base, "dynamodbstreams")
-        create_table(self.ddb, self.table)
         self.store = SlowStore(self.ddb, self.table, f"{self.table}-sidecar")
-        self.store.ensure_state_table()
+        init_tables(self.ddb, base.model_copy(update={"table": self.table, "state_table": ""}),
+                    mail_table=True)
         self.opensearch = opensearch
         self.vectors = qdrant
         self.embedder = embedder

@@ -12,11 +12,11 @@ from typing import Any
 import pytest
 
 from indexer.adapters.participants import SK, item_pk
+from indexer.adapters.tables import init_tables
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.pipeline import deps
 from indexer.settings import Settings
-from sidecar_tools.writer.store import create_table
 
 pytestmark = pytest.mark.stack
 
@@ -36,10 +36,8 @@ def _ref(message: MessageRef, email: str, role: str) -> ParticipantRef:
 
 @pytest.fixture
 def store(settings: Settings, ddb: Any) -> Any:
-    create_table(ddb, settings.table)
-    built = deps.store(settings)
-    built.ensure_state_table()
-    return built
+    init_tables(ddb, settings, mail_table=True)
+    return deps.store(settings)
 
 
 def test_sync_read_and_remove(store: Any, ddb: Any, settings: Settings) -> None:

@@ -17,7 +17,7 @@ from typing import Any
 
 from indexer.adapters import aws
 from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.pipeline import deps
+from indexer.adapters.tables import init_tables
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Send
 from indexer.pipeline.runner import (
     celery_send,
@@ -133,7 +133,7 @@ class Workers:
 
 
 def start_workers(settings: Settings, roles: tuple[str, ...], log: Path) -> Workers:
-    deps.store(settings).ensure_state_table()
+    init_tables(aws.client(settings, "dynamodb"), settings)
     with log.open("ab") as sink:
         procs = spawn_workers(settings, roles, 1, loglevel="WARNING", own_session=True, log=sink)
     try:

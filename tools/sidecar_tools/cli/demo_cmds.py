@@ -116,16 +116,15 @@ def demo(
     """Load a sample mailbox, index it through real workers, query both engines, serve the API."""
     from indexer.adapters import aws
     from indexer.adapters.streams import export_records
+    from indexer.adapters.tables import init_tables
     from indexer.pipeline import deps
     from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
     from indexer.sources.files import read_sources
     from sidecar_tools.writer.files import load_file
-    from sidecar_tools.writer.store import create_table
 
     settings = get_settings()
     ddb = aws.client(settings, "dynamodb")
-    create_table(ddb, settings.table)
-    deps.store(settings).ensure_state_table()
+    init_tables(ddb, settings, mail_table=True)  # a demo on an emulator: both tables
     summary = load_file(ddb, settings.table, file, mailbox)
     console.print(f"loaded {file.name}: {summary}")
     _stored(ddb, settings, mailbox)

@@ -20,6 +20,7 @@ from typing import Any
 from indexer.adapters import aws
 from indexer.adapters.opensearch import MAPPING_VERSION
 from indexer.adapters.streams import export_records
+from indexer.adapters.tables import init_tables
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
@@ -27,7 +28,6 @@ from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
 from indexer.sources.files import RawRecord, read_sources
 from sidecar_tools.writer.files import load_file
-from sidecar_tools.writer.store import create_table
 
 
 def _result(outcome: Outcome) -> dict[str, Any]:
@@ -82,8 +82,7 @@ def _refuse(item: RawRecord, reason: str) -> None:
 def load_corpus(settings: Settings, corpus: Path, mailbox: str) -> int:
     """Store ``corpus`` under ``mailbox`` (tables created if missing); returns messages stored."""
     ddb = aws.client(settings, "dynamodb")
-    create_table(ddb, settings.table)
-    deps.store(settings).ensure_state_table()
+    init_tables(ddb, settings, mail_table=True)
     loaded = load_file(ddb, settings.table, corpus, mailbox, atomic=False)
     if loaded.rejected:
         raise ValueError(f"{corpus}: {len(loaded.rejected)} line(s) rejected: {loaded.rejected[0]}")

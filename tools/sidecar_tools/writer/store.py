@@ -32,6 +32,7 @@ from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
 from indexer.adapters.dynamo_io import items
+from indexer.adapters.tables import create, mail_table_spec
 from indexer.core.items import message_pk, message_sk, thread_pk
 from sidecar_tools.writer.mapping import (
     MessageItems,
@@ -79,31 +80,12 @@ def _backoff(attempt: int) -> None:
 
 
 def create_table(client: Any, table: str) -> bool:
-    """Create the store table (GSI1 inbox, GSI2 threads, NEW_AND_OLD_IMAGES stream).
+    """Create the store table (GSI1 inbox, GSI2 threads, NEW_AND_OLD_IMAGES stream), defined
+    once in :mod:`indexer.adapters.tables` (``sidecar init --mail-table`` makes the same).
 
     Idempotent: an existing table is left as is. Returns True when this call created it.
     """
-    def schema(prefix: str) -> list[dict[str, str]]:
-        return [{"AttributeName": f"{prefix}PK", "KeyType": "HASH"},
-                {"AttributeName": f"{prefix}SK", "KeyType": "RANGE"}]
-
-    names = ("", "GSI1", "GSI2")
-    created = True
-    try:
-        client.create_table(
-            TableName=table, BillingMode="PAY_PER_REQUEST", KeySchema=schema(""),
-            AttributeDefinitions=[{"AttributeName": f"{n}{k}", "AttributeType": "S"}
-                                  for n in names for k in ("PK", "SK")],
-            GlobalSecondaryIndexes=[{"IndexName": n, "KeySchema": schema(n),
-                                     "Projection": {"ProjectionType": "ALL"}} for n in names[1:]],
-            StreamSpecification={"StreamEnabled": True, "StreamViewType": "NEW_AND_OLD_IMAGES"},
-        )
-    except ClientError as err:
-        if err.response["Error"]["Code"] != "ResourceInUseException":
-            raise
-        created = False
-    client.get_waiter("table_exists").wait(TableName=table, WaiterConfig={"Delay": 1})
-    return created
+    return create(client, mail_table_spec(table))
 
 
 def _transact(client: Any, build: Callable[[], list[Op]], identity: int) -> bool:
