@@ -13,12 +13,20 @@ from typing import Any
 
 from opensearchpy.exceptions import NotFoundError
 
+from indexer.adapters.opensearch import client_error, is_transient
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk, message_sk
 from indexer.core.plan import MessageRef
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
-from search_api.query import Node, build_search_body, free_text, rrf, vector_filter
+from search_api.query import (
+    Node,
+    QueryError,
+    build_search_body,
+    free_text,
+    rrf,
+    vector_filter,
+)
 from search_api.vector_search import search as vector_search
 
 DEPTH = 200  # candidates per engine for semantic / hybrid / collapsed pages
@@ -56,8 +64,9 @@ def os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[di
     except NotFoundError:
         return []
     except Exception as exc:
-        from indexer.adapters.opensearch import is_transient
-
+        refused = client_error(exc)
+        if refused:  # the request, not the engine: a 400 (never "retry later")
+            raise QueryError(0, refused) from exc
         if is_transient(exc):
             raise BackendUnavailable("opensearch", str(exc)) from exc
         raise
@@ -111,6 +120,8 @@ def fulltext(
             collapse_threads=collapse,
             offset=offset,
         )
+    except QueryError:
+        raise  # the query itself is too big: a 400 naming the limit
     except ValueError as exc:  # a page the engine would refuse (forged or stale cursor)
         raise CursorError(str(exc)) from exc
     return [from_hit(h) for h in os_search(backends, mailbox, body)]
