@@ -16,7 +16,7 @@ from indexer.metrics import API_LATENCY, queue_registry
 from indexer.settings import Settings, get_settings
 from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable
-from search_api.cursor import CursorError
+from search_api.cursor import CursorCodec, CursorError
 from search_api.query import QueryError
 from search_api.routes import router
 
@@ -41,6 +41,7 @@ def create_app(settings: Settings | None = None, *, vectors: bool = True) -> Fas
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         app.state.backends = Backends(settings, serves_vectors=vectors)
         app.state.tokens = TokenTable.from_settings(settings)
+        app.state.cursors = CursorCodec(settings.cursor_key)
         yield
         app.state.backends.close()
 
@@ -96,9 +97,17 @@ def _metrics(app: FastAPI, settings: Settings) -> None:
 async def _access_log(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
-    """One line per request: route, status, latency, result count — never the token."""
+    """One line and one latency sample per request — route template, status, latency, result
+    count, never the token — 500s included: an error no handler answered is turned into the
+    500 here, inside the log, instead of in Starlette's outermost error middleware (which no
+    middleware sees). Every answer is ``Cache-Control: no-store`` (mail must not be cached)."""
     started = time.perf_counter()
-    response = await call_next(request)
+    try:
+        response = await call_next(request)
+    except Exception:
+        log.exception("unhandled error on %s", request.url.path)
+        response = JSONResponse({"detail": "internal error"}, status_code=500)
+    response.headers["Cache-Control"] = "no-store"
     elapsed = time.perf_counter() - started
     matched = getattr(request.scope.get("route"), "path", None)
     route = matched or request.url.path

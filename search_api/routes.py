@@ -14,7 +14,7 @@ from indexer.core.plan import MessageRef
 from search_api import cursor as cursors
 from search_api import service
 from search_api.backends import Backends, BackendUnavailable
-from search_api.query import MAX_QUERY_LENGTH, parse
+from search_api.query import MAX_QUERY_LENGTH, parse, sort_spec
 from search_api.similar import similar as similar_messages
 
 router = APIRouter()
@@ -115,8 +115,11 @@ def search(
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
     node = parse(q)
     request_id = cursors.fingerprint(mailbox, q, mode, collapse, sort)
-    position = cursors.decode(cursor, request_id) if cursor else {}
-    if mode == "fulltext" and collapse is None:
+    codec: cursors.CursorCodec = request.app.state.cursors
+    paged_after = mode == "fulltext" and collapse is None
+    sort_keys = len(sort_spec(sort_by_date=sort == "date")) if paged_after else None
+    position = codec.decode(cursor, request_id, sort_keys=sort_keys) if cursor else {}
+    if paged_after:
         hits = service.fulltext(
             b,
             mailbox,
@@ -138,7 +141,7 @@ def search(
     request.state.results = len(joined)
     return {
         "hits": [service.render(c, row, mode) for c, row in joined],
-        "next_cursor": cursors.encode(request_id, next_position) if next_position else None,
+        "next_cursor": codec.encode(request_id, next_position) if next_position else None,
     }
 
 

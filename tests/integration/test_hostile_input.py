@@ -7,7 +7,9 @@ words — so prefix expansions are as large as they get on a shared index.
 
 from __future__ import annotations
 
+import base64
 import hashlib
+import json
 import uuid
 from collections.abc import Iterator
 from typing import Any
@@ -21,7 +23,7 @@ from opensearchpy.exceptions import TransportError
 from indexer.adapters.opensearch import client_error, is_transient
 from indexer.pipeline import deps
 from indexer.settings import Settings
-from tests.api_fixtures import Api, index_all, mail, start_api, store_all
+from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -123,3 +125,59 @@ def test_engine_refusals_are_client_errors_not_outages(api: Api, query: dict[str
         index.client.search(index=index.alias, body={"query": query})
     assert client_error(refused.value), refused.value.info
     assert not is_transient(refused.value)
+
+
+def unsigned(payload: Any) -> str:
+    raw = payload if isinstance(payload, bytes) else json.dumps(payload).encode()
+    return base64.urlsafe_b64encode(raw).decode().rstrip("=")
+
+
+FORGED = [{"a": 5}, {"a": ["x", "y", "z"]}, {"a": {"x": 1}}, {"a": [None, None, None]}]
+FORGED += [{"o": "abc"}, {"o": []}, {"o": 1e300}]
+
+
+@pytest.mark.parametrize("mode", ["fulltext", "semantic"])
+def test_reported_forged_cursors_are_400(api: Api, mode: str) -> None:
+    for position in FORGED:
+        for cursor in (unsigned(position), unsigned(position) + ".AAAA"):
+            response = api.search("notice", token=TOKEN_B, mailbox=api.mailbox_b, cursor=cursor)
+            assert response.status_code == 400, (position, response.text)
+    nan = unsigned(b'{"a":[NaN,1,"x"]}') + "." + unsigned(b"x" * 32)
+    assert api.search("notice", mode=mode, cursor=nan).status_code == 400
+
+
+def test_issued_cursors_page_through_once(api: Api) -> None:
+    seen: list[str] = []
+    params: dict[str, Any] = {"limit": 3}
+    for _ in range(10):
+        page = api.search("notice", token=TOKEN_B, mailbox=api.mailbox_b, **params).json()
+        seen += [h["message_key"] for h in page["hits"]]
+        if not page["next_cursor"]:
+            break
+        params["cursor"] = page["next_cursor"]
+    assert len(seen) == len(set(seen)) == 20
+    other = api.search("notice OR x", token=TOKEN_B, mailbox=api.mailbox_b, **params)
+    assert other.status_code == 400  # a cursor of another search
+
+
+JSON = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=20),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=3), inner),
+    max_leaves=12,
+)
+CURSORS = st.one_of(
+    JSON.map(lambda v: unsigned(json.dumps(v).encode())),
+    JSON.map(lambda v: unsigned({"r": "x", "a": v})),
+    st.binary(max_size=200).map(unsigned),
+    st.tuples(st.binary(max_size=100), st.binary(max_size=40)).map(
+        lambda p: unsigned(p[0]) + "." + unsigned(p[1])
+    ),
+    st.text(max_size=300),
+).filter(bool)
+
+
+@hsettings(max_examples=150, deadline=None, suppress_health_check=list(HealthCheck))
+@given(cursor=CURSORS, mode=st.sampled_from(["fulltext", "semantic", "hybrid"]))
+def test_generated_cursors_never_see_a_5xx(api: Api, cursor: str, mode: str) -> None:
+    response = api.search("release", mode=mode, cursor=cursor)
+    assert response.status_code == 400, (cursor, response.status_code, response.text)
