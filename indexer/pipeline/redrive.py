@@ -43,7 +43,7 @@ def redrive(settings: Settings, ids: list[str] | None, *, wait: bool) -> dict[st
     failed = hopeless
     if wait:
         summary = run.wait()
-        failed = summary.dead_lettered
+        failed += summary.dead_lettered
         for result in pending:
             failed += len(result.get(timeout=3600).get("dead_lettered", []))
     return {"redriven": len(entries), "failed_again": failed if wait else None}
