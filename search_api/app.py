@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -18,6 +19,7 @@ from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorCodec, CursorError
 from search_api.query import QueryError
+from search_api.repair import NoRepairs, RepairSink
 from search_api.routes import router
 
 log = logging.getLogger("search_api")
@@ -33,26 +35,49 @@ Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
 `(outage OR incident) after:2024/03/01 has:attachment`."""
 
 
-def create_app(settings: Settings | None = None, *, vectors: bool = True) -> FastAPI:
-    """``vectors=False``: a replica that never opens the Qdrant store (see ``Backends``)."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    vectors: bool = True,
+    repairs: RepairSink | None = None,
+) -> FastAPI:
+    """``vectors=False``: a replica that never opens the Qdrant store (see ``Backends``).
+    ``repairs``: where stale hits are sent (``sidecar serve`` wires the pipeline's queues;
+    unset, they are only logged). The model loads in the background at start; ``/readyz``
+    answers 503 until it has."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.backends = Backends(settings, serves_vectors=vectors)
+        backends = Backends(settings, serves_vectors=vectors, repairs=repairs or NoRepairs())
+        app.state.backends = backends
+        threading.Thread(target=_load_model, args=(backends,), name="model", daemon=True).start()
         app.state.tokens = TokenTable.from_settings(settings)
         app.state.cursors = CursorCodec(settings.cursor_key)
         yield
         app.state.backends.close()
 
+    dev = settings.env == "dev"  # /docs and /redoc load their assets from a CDN: dev only
     app = FastAPI(
-        title="mail-search-sidecar", version="1", description=DESCRIPTION, lifespan=lifespan
+        title="mail-search-sidecar",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs" if dev else None,
+        redoc_url="/redoc" if dev else None,
     )
     app.include_router(router)
     _metrics(app, settings)
     _errors(app)
     app.middleware("http")(_access_log)
     return app
+
+
+def _load_model(backends: Backends) -> None:
+    try:
+        backends.load_model()
+    except Exception:
+        log.exception("the embedding model could not be loaded; semantic search will retry")
 
 
 def _errors(app: FastAPI) -> None:

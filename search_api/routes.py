@@ -57,6 +57,8 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
         "qdrant": lambda: b.vectors.client.get_collections(),
         "dynamodb": lambda: b.store.describe(),
     }
+    if b.serves_vectors:  # the model loads in the background at start
+        checks["model"] = lambda: b.model_loaded.is_set() or _raise("model still loading")
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
     for name in skipped:
         del checks[name]
@@ -70,6 +72,10 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
         response.status_code = 503
         response.headers["Retry-After"] = "5"
     return {"ready": not failing, "failing": failing, "skipped": skipped}
+
+
+def _raise(reason: str) -> bool:
+    raise RuntimeError(reason)
 
 
 SEARCH_DESCRIPTION = """Full-text, semantic or hybrid (RRF) search of one mailbox.

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,7 +14,7 @@ import pytest
 from indexer.core.items import pointer_pk
 from indexer.pipeline import deps
 from indexer.pipeline.redrive import redrive
-from indexer.settings import Settings
+from indexer.settings import Settings, to_env
 from tests.pipeline_helpers import ingest_files, opensearch_docs, prepare_tables, workers
 
 pytestmark = [pytest.mark.stack]
@@ -108,3 +111,19 @@ def test_a_redriven_trigger_reindexes_its_message(settings: Settings, tmp_path: 
         result = redrive(settings, None, wait=True)
     assert result == {"redriven": 2, "failed_again": 0}
     assert deps.dead_letters(settings).list() == [] and opensearch_docs(settings, "box") == {}
+
+
+def test_ingest_exits_1_when_anything_was_dead_lettered(settings: Settings, tmp_path: Path) -> None:
+    prepare_tables(settings)
+    path = tmp_path / "poison.jsonl"
+    path.write_text("".join(json.dumps(r) + "\n" for r in poison_records("box")))
+    cli = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "ingest", "--wait", "--json", str(path)],
+        env={**os.environ, **to_env(settings)},
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert cli.returncode == 1, cli.stderr
+    summary = json.loads(cli.stdout)
+    assert summary["read"] == 2 and summary["dead_lettered"] == 2 and summary["waited"]
