@@ -25,6 +25,7 @@ import secrets
 from typing import Any
 
 MAX_CURSOR_LENGTH = 2048
+MAX_RANK = 10**9  # hits before a search_after page (for rank-derived scores)
 MAX_OFFSET = 10_000  # OpenSearch's max_result_window; offsets of deeper pages are refused
 _KEY = re.compile(r"[0-9a-f]{64}")
 
@@ -89,13 +90,15 @@ def _no_constant(name: str) -> Any:
 
 
 def _search_after(data: dict[str, Any], sort_keys: int) -> dict[str, Any]:
-    values = data.get("a")
-    if set(data) != {"a"} or not isinstance(values, list) or len(values) != sort_keys:
+    values, rank = data.get("a"), data.get("n")
+    if set(data) != {"a", "n"} or not isinstance(values, list) or len(values) != sort_keys:
+        raise CursorError("cursor does not fit this search")
+    if not isinstance(rank, int) or isinstance(rank, bool) or not 0 < rank <= MAX_RANK:
         raise CursorError("cursor does not fit this search")
     *numbers, last = values
     if not all(_is_number(v) for v in numbers) or not _is_key(last):
         raise CursorError("cursor does not fit this search")
-    return {"a": values}
+    return {"a": values, "n": rank}
 
 
 def _is_number(value: Any) -> bool:

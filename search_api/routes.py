@@ -122,9 +122,14 @@ def search(
     node = parse(q)
     request_id = cursors.fingerprint(mailbox, q, mode, collapse, sort)
     codec: cursors.CursorCodec = request.app.state.cursors
-    paged_after = mode == "fulltext" and collapse is None
+    # search_after pages carry their sort values in the cursor: only where they hold no
+    # engine score (date order), or where scores may be shown (see the score policy).
+    paged_after = (
+        mode == "fulltext" and collapse is None and (sort == "date" or b.settings.expose_scores)
+    )
     sort_keys = len(sort_spec(sort_by_date=sort == "date")) if paged_after else None
     position = codec.decode(cursor, request_id, sort_keys=sort_keys) if cursor else {}
+    first_rank = int(position.get("n", position.get("o", 0)))
     if paged_after:
         hits = service.fulltext(
             b,
@@ -137,7 +142,9 @@ def search(
             offset=0,
         )
         page, more = hits[:limit], len(hits) > limit
-        next_position: dict[str, Any] | None = {"a": page[-1].sort} if more and page else None
+        next_position: dict[str, Any] | None = (
+            {"a": page[-1].sort, "n": first_rank + len(page)} if more and page else None
+        )
     else:
         offset = int(position.get("o", 0))
         candidates = _candidates(b, mailbox, node, mode, collapse, sort, offset, limit)
@@ -145,8 +152,11 @@ def search(
         next_position = {"o": offset + limit} if more else None
     joined = service.join_rows(b, mailbox, page)
     request.state.results = len(joined)
+    scored = service.policy_scores(b.settings, [c for c, _ in joined], first_rank)
     return {
-        "hits": [service.render(c, row, mode) for c, row in joined],
+        "hits": [
+            service.render(c, row, mode, s) for (c, row), s in zip(joined, scored, strict=True)
+        ],
         "next_cursor": codec.encode(request_id, next_position) if next_position else None,
     }
 
@@ -169,7 +179,7 @@ def _candidates(
             node,
             size=limit + 1,
             by_date=sort == "date",
-            collapse=True,
+            collapse=collapse is not None,
             search_after=None,
             offset=offset,
         )
@@ -210,7 +220,11 @@ def similar(
     )
     joined = service.join_rows(b, mailbox, ranked)
     request.state.results = len(joined)
-    return {"hits": [service.render(c, row, "semantic") for c, row in joined]}
+    scored = service.policy_scores(b.settings, [c for c, _ in joined], 0)
+    hits = [
+        service.render(c, row, "semantic", s) for (c, row), s in zip(joined, scored, strict=True)
+    ]
+    return {"hits": hits}
 
 
 def _stored(b: Backends, mailbox: str, message_key: str) -> dict[str, Any] | None:

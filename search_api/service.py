@@ -17,6 +17,7 @@ from indexer.adapters.opensearch import client_error, is_transient
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk, message_sk
 from indexer.core.plan import MessageRef
+from indexer.settings import Settings
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
 from search_api.query import (
@@ -205,12 +206,27 @@ def join_rows(
     return joined
 
 
-def render(candidate: Candidate, row: dict[str, Any], mode: str) -> dict[str, Any]:
+def policy_scores(settings: Settings, ranked: list[Candidate], first_rank: int) -> list[float]:
+    """The scores a response shows: by default ``1 / (1 + rank)`` (rank 0-based across pages).
+
+    Every mailbox shares one index, so BM25 scores use every mailbox's term statistics: a raw
+    score would move when *another* mailbox is indexed and tell how common a word is there.
+    A rank-derived score carries only this response's order. ``SIDECAR_EXPOSE_SCORES=true``
+    (a single-tenant deployment) returns the engines' raw scores instead.
+    """
+    if settings.expose_scores:
+        return [c.score for c in ranked]
+    return [1.0 / (1 + first_rank + i) for i in range(len(ranked))]
+
+
+def render(
+    candidate: Candidate, row: dict[str, Any], mode: str, score: float | None = None
+) -> dict[str, Any]:
     """The API's hit: identity, score, highlights, and the hot row's fields (never bcc)."""
     hit: dict[str, Any] = {
         "message_key": candidate.message_key,
         "thread_key": candidate.thread_key,
-        "score": candidate.score,
+        "score": candidate.score if score is None else score,
         "from": {"email": row.get("from_email") or None, "name": row.get("from_name")},
     }
     for name in ROW_FIELDS:
