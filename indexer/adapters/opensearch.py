@@ -32,7 +32,7 @@ from indexer.settings import Settings
 
 MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 2  # mappings/messages-v2.json; v1 stays for `sidecar reindex`
+MAPPING_VERSION = 3  # mappings/messages-v3.json (CJK bigrams); v1, v2 stay for `sidecar reindex`
 
 
 @lru_cache(maxsize=8)
