@@ -73,11 +73,16 @@ def create_app(
     return app
 
 
-def _load_model(backends: Backends) -> None:
-    try:
-        backends.load_model()
-    except Exception:
-        log.exception("the embedding model could not be loaded; semantic search will retry")
+def _load_model(backends: Backends, attempts: int = 3) -> None:
+    """A few tries: a failed load (e.g. CPython 3.11's race when two threads compile code at
+    once) must not leave ``/readyz`` at 503 for good; a semantic request also retries."""
+    for attempt in range(1, attempts + 1):
+        try:
+            backends.load_model()
+            return
+        except Exception:
+            log.exception("loading the embedding model failed (attempt %d/%d)", attempt, attempts)
+            time.sleep(1.0)
 
 
 def _errors(app: FastAPI) -> None:
