@@ -13,7 +13,8 @@ from typing import Any
 
 from opensearchpy.exceptions import NotFoundError
 
-from indexer.adapters.opensearch import client_error, is_transient
+from indexer.adapters.opensearch import is_transient
+from indexer.adapters.opensearch_errors import client_error
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk, message_sk
 from indexer.core.plan import MessageRef

@@ -20,7 +20,8 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from opensearchpy.exceptions import TransportError
 
-from indexer.adapters.opensearch import client_error, is_transient
+from indexer.adapters.opensearch import is_transient
+from indexer.adapters.opensearch_errors import client_error
 from indexer.pipeline import deps
 from indexer.settings import Settings
 from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
