@@ -64,6 +64,11 @@ EMBED_SECONDS = Histogram(
     buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60),
 )
 EMBEDDED_TEXTS = Counter("sidecar_embedded_texts_total", "Texts embedded (rate = texts/s).")
+API_REPAIRS = Counter(
+    "sidecar_api_repairs_total",
+    "Read-repairs of stale hits: requested, deduplicated (asked within the window), failed.",
+    ["outcome"],
+)
 API_LATENCY = Histogram(
     "sidecar_api_request_seconds",
     "API request latency by route template, search mode and status code.",

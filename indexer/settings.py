@@ -123,6 +123,20 @@ class Settings(BaseSettings):
     dev_mailboxes: tuple[str, ...] = Field(
         default=("demo@example.com",), description="Mailboxes the dev token may read."
     )
+    # Issue 16: hostile input and what the API and the dead-letter store keep.
+    cursor_key: str | None = Field(
+        default=None,
+        repr=False,
+        description="HMAC key of page cursors, shared by every API replica; unset = random "
+        "per process (cursors then work only on the replica that issued them).",
+    )
+    expose_scores: bool = Field(
+        default=False,
+        description="Return raw engine scores (single-tenant only); default: rank-derived.",
+    )
+    dlq_ttl_days: int = Field(
+        default=30, ge=1, description="Days a dead-letter entry is kept before it expires."
+    )
 
     @property
     def resolved_state_table(self) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
@@ -17,8 +18,9 @@ from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
 from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable
-from search_api.cursor import CursorError
+from search_api.cursor import CursorCodec, CursorError
 from search_api.query import QueryError
+from search_api.repair import NoRepairs, RepairSink
 from search_api.routes import router
 
 log = logging.getLogger("search_api")
@@ -34,25 +36,54 @@ Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
 `(outage OR incident) after:2024/03/01 has:attachment`."""
 
 
-def create_app(settings: Settings | None = None, *, vectors: bool = True) -> FastAPI:
-    """``vectors=False``: a replica that never opens the Qdrant store (see ``Backends``)."""
+def create_app(
+    settings: Settings | None = None,
+    *,
+    vectors: bool = True,
+    repairs: RepairSink | None = None,
+) -> FastAPI:
+    """``vectors=False``: a replica that never opens the Qdrant store (see ``Backends``).
+    ``repairs``: where stale hits are sent (``sidecar serve`` wires the pipeline's queues;
+    unset, they are only logged). The model loads in the background at start; ``/readyz``
+    answers 503 until it has."""
     settings = settings or get_settings()
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
-        app.state.backends = Backends(settings, serves_vectors=vectors)
+        backends = Backends(settings, serves_vectors=vectors, repairs=repairs or NoRepairs())
+        app.state.backends = backends
+        threading.Thread(target=_load_model, args=(backends,), name="model", daemon=True).start()
         app.state.tokens = TokenTable.from_settings(settings)
+        app.state.cursors = CursorCodec(settings.cursor_key)
         yield
         app.state.backends.close()
 
+    dev = settings.env == "dev"  # /docs and /redoc load their assets from a CDN: dev only
     app = FastAPI(
-        title="mail-search-sidecar", version="1", description=DESCRIPTION, lifespan=lifespan
+        title="mail-search-sidecar",
+        version="1",
+        description=DESCRIPTION,
+        lifespan=lifespan,
+        docs_url="/docs" if dev else None,
+        redoc_url="/redoc" if dev else None,
     )
     app.include_router(router)
     _metrics(app, settings)
     _errors(app)
     app.middleware("http")(_access_log)
     return app
+
+
+def _load_model(backends: Backends, attempts: int = 3) -> None:
+    """A few tries: a failed load (e.g. CPython 3.11's race when two threads compile code at
+    once) must not leave ``/readyz`` at 503 for good; a semantic request also retries."""
+    for attempt in range(1, attempts + 1):
+        try:
+            backends.load_model()
+            return
+        except Exception:
+            log.exception("loading the embedding model failed (attempt %d/%d)", attempt, attempts)
+            time.sleep(1.0)
 
 
 def _errors(app: FastAPI) -> None:
@@ -97,9 +128,17 @@ def _metrics(app: FastAPI, settings: Settings) -> None:
 async def _access_log(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
-    """One line per request: route, status, latency, result count — never the token."""
+    """One line and one latency sample per request — route template, status, latency, result
+    count, never the token — 500s included: an error no handler answered is turned into the
+    500 here, inside the log, instead of in Starlette's outermost error middleware (which no
+    middleware sees). Every answer is ``Cache-Control: no-store`` (mail must not be cached)."""
     started = time.perf_counter()
-    response = await call_next(request)
+    try:
+        response = await call_next(request)
+    except Exception:
+        log.exception("unhandled error on %s", request.url.path)
+        response = JSONResponse({"detail": "internal error"}, status_code=500)
+    response.headers["Cache-Control"] = "no-store"
     elapsed = time.perf_counter() - started
     matched = getattr(request.scope.get("route"), "path", None)
     route = matched or request.url.path

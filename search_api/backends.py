@@ -1,25 +1,27 @@
 """The API's adapters, built once per process (FastAPI lifespan) from settings.
 
-In embedded-Qdrant mode the API process is also the vectors consumer (see
-``search_api.serve``), so the vector index here and the one the vectors task uses are the
-same object: ``indexer.pipeline.deps`` caches one per settings.
+Adapters come from :mod:`indexer.adapters.factories`, one cache per process: in
+embedded-Qdrant mode the API process is also the vectors consumer (see ``search_api.serve``),
+so the vector index here and the one the vectors task uses are the same object. Read-repair
+goes through the :class:`~search_api.repair.RepairSink` port the serve command wires.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from dataclasses import dataclass
+import threading
+from collections.abc import Iterable
+from dataclasses import dataclass, field
 from functools import cached_property
-from typing import Any
 
+from indexer.adapters import factories
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import StoreBusyError, VectorIndex
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
-from indexer.pipeline import deps
 from indexer.settings import Settings
+from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 
 
 class BackendUnavailable(RuntimeError):
@@ -37,11 +39,17 @@ class Backends:
 
     settings: Settings
     serves_vectors: bool = True
+    repairs: RepairSink = field(default_factory=NoRepairs)
+    model_loaded: threading.Event = field(default_factory=threading.Event)
+
+    def __post_init__(self) -> None:
+        self._guarded = GuardedRepairs(self.repairs)
+        self._model_lock = threading.Lock()
 
     @property
     def opensearch(self) -> OpenSearchIndex:
         try:
-            return deps.fulltext_index(self.settings)  # cached once it could be built
+            return factories.fulltext_index(self.settings)  # cached once it could be built
         except TransientError as exc:
             raise BackendUnavailable("opensearch", str(exc)) from exc
 
@@ -54,7 +62,7 @@ class Backends:
     def vectors(self) -> VectorIndex:
         self.require_vectors()
         try:
-            index = deps.vector_index(self.settings)
+            index = factories.vector_index(self.settings)
         except (TransientError, StoreBusyError) as exc:
             raise BackendUnavailable("qdrant", str(exc)) from exc
         self._opened_vectors = True
@@ -63,26 +71,29 @@ class Backends:
     def close(self) -> None:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
         if getattr(self, "_opened_vectors", False):
-            deps.vector_index(self.settings).client.close()
+            factories.vector_index(self.settings).client.close()
 
-    @cached_property
+    @property
     def embedder(self) -> Embedder:
-        return deps.embedder(self.settings)
+        """The query encoder; loaded once (``load_model`` at start, else on first use)."""
+        with self._model_lock:  # one load, even with a request racing the start-up thread
+            model = factories.embedder(self.settings)
+        self.model_loaded.set()
+        return model
+
+    def load_model(self) -> None:
+        """At API start (a background thread): ``/readyz`` answers 503 until it is done."""
+        if self.serves_vectors:
+            self.embedder  # noqa: B018 - loads it
 
     @cached_property
     def store(self) -> DynamoStore:
-        return deps.store(self.settings)
-
-    @cached_property
-    def _send(self) -> Callable[[str, dict[str, Any]], Any]:
-        from indexer.pipeline.runner import celery_send
-
-        return celery_send(self.settings)
+        return factories.store(self.settings)
 
     def repair(self, refs: Iterable[MessageRef]) -> None:
-        """Enqueue the normal pipeline for messages whose hot row is gone: the sync reads the
-        table, finds them missing and deletes them from both indexes."""
-        payload = {"messages": [r.to_json() for r in refs], "participants": []}
-        if payload["messages"]:
-            self._send("fulltext", payload)
-            self._send("vectors", payload)
+        """Ask for stale hits to be repaired: de-duplicated, and never failing the search."""
+        by_mailbox: dict[str, list[str]] = {}
+        for ref in refs:
+            by_mailbox.setdefault(ref.mailbox_id, []).append(ref.message_key)
+        for mailbox, keys in by_mailbox.items():
+            self._guarded.request_repair(mailbox, keys)

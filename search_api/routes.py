@@ -15,7 +15,7 @@ from indexer.core.plan import MessageRef
 from search_api import cursor as cursors
 from search_api import service
 from search_api.backends import Backends, BackendUnavailable
-from search_api.query import MAX_QUERY_LENGTH, parse
+from search_api.query import MAX_QUERY_LENGTH, parse, sort_spec
 from search_api.similar import similar as similar_messages
 
 router = APIRouter()
@@ -54,10 +54,12 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz")
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     checks: dict[str, Callable[[], object]] = {
-        "opensearch": lambda: b.opensearch.client.info(),
+        "opensearch": b.opensearch.ping,
         "qdrant": lambda: b.vectors.client.get_collections(),
         "dynamodb": lambda: b.store.describe(),
     }
+    if b.serves_vectors:  # the model loads in the background at start
+        checks["model"] = lambda: b.model_loaded.is_set() or _raise("model still loading")
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
     for name in skipped:
         del checks[name]
@@ -77,6 +79,10 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     if errors:
         body["errors"] = errors
     return body
+
+
+def _raise(reason: str) -> bool:
+    raise RuntimeError(reason)
 
 
 SEARCH_DESCRIPTION = """Full-text, semantic or hybrid (RRF) search of one mailbox.
@@ -122,8 +128,16 @@ def search(
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
     node = parse(q)
     request_id = cursors.fingerprint(mailbox, q, mode, collapse, sort)
-    position = cursors.decode(cursor, request_id) if cursor else {}
-    if mode == "fulltext" and collapse is None:
+    codec: cursors.CursorCodec = request.app.state.cursors
+    # search_after pages carry their sort values in the cursor: only where they hold no
+    # engine score (date order), or where scores may be shown (see the score policy).
+    paged_after = (
+        mode == "fulltext" and collapse is None and (sort == "date" or b.settings.expose_scores)
+    )
+    sort_keys = len(sort_spec(sort_by_date=sort == "date")) if paged_after else None
+    position = codec.decode(cursor, request_id, sort_keys=sort_keys) if cursor else {}
+    first_rank = int(position.get("n", position.get("o", 0)))
+    if paged_after:
         hits = service.fulltext(
             b,
             mailbox,
@@ -135,7 +149,9 @@ def search(
             offset=0,
         )
         page, more = hits[:limit], len(hits) > limit
-        next_position: dict[str, Any] | None = {"a": page[-1].sort} if more and page else None
+        next_position: dict[str, Any] | None = (
+            {"a": page[-1].sort, "n": first_rank + len(page)} if more and page else None
+        )
     else:
         offset = int(position.get("o", 0))
         candidates = _candidates(b, mailbox, node, mode, collapse, sort, offset, limit)
@@ -143,9 +159,12 @@ def search(
         next_position = {"o": offset + limit} if more else None
     joined = service.join_rows(b, mailbox, page)
     request.state.results = len(joined)
+    scored = service.policy_scores(b.settings, [c for c, _ in joined], first_rank)
     return {
-        "hits": [service.render(c, row, mode) for c, row in joined],
-        "next_cursor": cursors.encode(request_id, next_position) if next_position else None,
+        "hits": [
+            service.render(c, row, mode, s) for (c, row), s in zip(joined, scored, strict=True)
+        ],
+        "next_cursor": codec.encode(request_id, next_position) if next_position else None,
     }
 
 
@@ -167,7 +186,7 @@ def _candidates(
             node,
             size=limit + 1,
             by_date=sort == "date",
-            collapse=True,
+            collapse=collapse is not None,
             search_after=None,
             offset=offset,
         )
@@ -208,7 +227,11 @@ def similar(
     )
     joined = service.join_rows(b, mailbox, ranked)
     request.state.results = len(joined)
-    return {"hits": [service.render(c, row, "semantic") for c, row in joined]}
+    scored = service.policy_scores(b.settings, [c for c, _ in joined], 0)
+    hits = [
+        service.render(c, row, "semantic", s) for (c, row), s in zip(joined, scored, strict=True)
+    ]
+    return {"hits": hits}
 
 
 def _stored(b: Backends, mailbox: str, message_key: str) -> dict[str, Any] | None:

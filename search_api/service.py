@@ -11,14 +11,20 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from opensearchpy.exceptions import NotFoundError
-
-from indexer.core.errors import TransientError
+from indexer.core.errors import PoisonError, TransientError
 from indexer.core.items import message_sk, thread_pk
 from indexer.core.plan import MessageRef
+from indexer.settings import Settings
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
-from search_api.query import Node, build_search_body, free_text, rrf, vector_filter
+from search_api.query import (
+    Node,
+    QueryError,
+    build_search_body,
+    free_text,
+    rrf,
+    vector_filter,
+)
 from search_api.vector_search import search as vector_search
 
 DEPTH = 200  # candidates per engine for semantic / hybrid / collapsed pages
@@ -50,18 +56,12 @@ class Candidate:
 
 
 def os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    index = backends.opensearch
     try:
-        result = index.client.search(index=index.alias, body=body, routing=mailbox)
-    except NotFoundError:
-        return []
-    except Exception as exc:
-        from indexer.adapters.opensearch import is_transient
-
-        if is_transient(exc):
-            raise BackendUnavailable("opensearch", str(exc)) from exc
-        raise
-    return list(result["hits"]["hits"])
+        return backends.opensearch.search(mailbox, body)
+    except PoisonError as exc:  # the request, not the engine: a 400 (never "retry later")
+        raise QueryError(0, str(exc)) from exc
+    except TransientError as exc:
+        raise BackendUnavailable("opensearch", str(exc)) from exc
 
 
 def from_hit(hit: dict[str, Any]) -> Candidate:
@@ -111,6 +111,8 @@ def fulltext(
             collapse_threads=collapse,
             offset=offset,
         )
+    except QueryError:
+        raise  # the query itself is too big: a 400 naming the limit
     except ValueError as exc:  # a page the engine would refuse (forged or stale cursor)
         raise CursorError(str(exc)) from exc
     return [from_hit(h) for h in os_search(backends, mailbox, body)]
@@ -194,12 +196,27 @@ def join_rows(
     return joined
 
 
-def render(candidate: Candidate, row: dict[str, Any], mode: str) -> dict[str, Any]:
+def policy_scores(settings: Settings, ranked: list[Candidate], first_rank: int) -> list[float]:
+    """The scores a response shows: by default ``1 / (1 + rank)`` (rank 0-based across pages).
+
+    Every mailbox shares one index, so BM25 scores use every mailbox's term statistics: a raw
+    score would move when *another* mailbox is indexed and tell how common a word is there.
+    A rank-derived score carries only this response's order. ``SIDECAR_EXPOSE_SCORES=true``
+    (a single-tenant deployment) returns the engines' raw scores instead.
+    """
+    if settings.expose_scores:
+        return [c.score for c in ranked]
+    return [1.0 / (1 + first_rank + i) for i in range(len(ranked))]
+
+
+def render(
+    candidate: Candidate, row: dict[str, Any], mode: str, score: float | None = None
+) -> dict[str, Any]:
     """The API's hit: identity, score, highlights, and the hot row's fields (never bcc)."""
     hit: dict[str, Any] = {
         "message_key": candidate.message_key,
         "thread_key": candidate.thread_key,
-        "score": candidate.score,
+        "score": candidate.score if score is None else score,
         "from": {"email": row.get("from_email") or None, "name": row.get("from_name")},
     }
     for name in ROW_FIELDS:

@@ -39,7 +39,7 @@ ROLE_OF: tuple[tuple[str, str], ...] = (
     ("indexer.sources.scan", "backfill"),
     ("indexer.sources.exports", "backfill"),
     ("indexer.cli.pipeline_cmds.ingest", "backfill"),
-    ("indexer.pipeline.sources", "backfill"),
+    ("indexer.sources.files", "backfill"),
     ("indexer.cli.init_cmds", "operator"),
     ("indexer.cli.ops_cmds", "operator"),
     ("indexer.cli.reindex_cmds", "operator"),

@@ -29,7 +29,7 @@ def redis_client(settings: Settings) -> redis.Redis:
 
 @lru_cache(maxsize=4)
 def dead_letters(settings: Settings) -> DeadLetterStore:
-    return DeadLetterStore(redis_client(settings), settings.queue_prefix)
+    return DeadLetterStore(redis_client(settings), settings.queue_prefix, settings.dlq_ttl_days)
 
 
 def classify(exc: BaseException) -> ErrorKind | None:

@@ -1,7 +1,10 @@
 """Dead-letter store in Redis (AOF-persisted by ``sidecar stack up``).
 
-One entry per record or message that can never succeed as is: the record (or message ref),
-the stage that failed, the reason and the time. Entries are kept until redriven or purged.
+One entry per record or message that can never succeed as is, holding only what redrive
+needs: the record's keys, event name and sequence number (``indexer.core.dead_letters``) or
+the message ref, the stage that failed, the reason, the source and the time — never images,
+bodies or participant addresses. Each entry is its own key with an expiry
+(``SIDECAR_DLQ_TTL_DAYS``); a sorted set keeps their order and is pruned as entries expire.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ from typing import Any, cast
 
 import redis
 
+DAY_S = 86_400
+
 
 @dataclass(frozen=True, slots=True)
 class DeadLetter:
@@ -23,19 +28,20 @@ class DeadLetter:
     stage: str  # decode | fulltext | vectors
     reason: str
     mailbox_id: str | None
-    payload: Any  # the raw record (decode) or a message ref [mailbox_id, message_key]
+    payload: Any  # decode: the stripped record; a sink stage: {"messages": [ref], ...}
     source: str | None = None
 
     def to_json(self) -> str:
-        # ensure_ascii: a poison record may hold lone surrogates that UTF-8 cannot carry.
+        # ensure_ascii: a reason may quote lone surrogates that UTF-8 cannot carry.
         return json.dumps(asdict(self), ensure_ascii=True)
 
 
 class DeadLetterStore:
-    def __init__(self, client: redis.Redis, prefix: str) -> None:
+    def __init__(self, client: redis.Redis, prefix: str, ttl_days: int = 30) -> None:
         self._redis = client
-        self._entries = f"{prefix}:dlq:entries"
+        self._entry = f"{prefix}:dlq:entry:"
         self._order = f"{prefix}:dlq:order"
+        self._ttl_s = ttl_days * DAY_S
 
     def add(
         self,
@@ -47,32 +53,39 @@ class DeadLetterStore:
         source: str | None = None,
     ) -> DeadLetter:
         entry = DeadLetter(
-            uuid.uuid4().hex, time.time(), stage, reason, mailbox_id, payload, source
+            uuid.uuid4().hex, time.time(), stage, reason[:2000], mailbox_id, payload, source
         )
         pipe = self._redis.pipeline(transaction=True)
-        pipe.hset(self._entries, entry.id, entry.to_json())
+        pipe.set(self._entry + entry.id, entry.to_json(), ex=self._ttl_s)
         pipe.zadd(self._order, {entry.id: entry.time})
+        pipe.zremrangebyscore(self._order, "-inf", entry.time - self._ttl_s)
         pipe.execute()
         return entry
 
     def get(self, entry_id: str) -> DeadLetter | None:
-        raw = self._redis.hget(self._entries, entry_id)
-        return DeadLetter(**json.loads(raw)) if raw else None
+        raw = self._redis.get(self._entry + entry_id)
+        return DeadLetter(**json.loads(cast(bytes, raw))) if raw else None
+
+    def _prune(self) -> None:
+        self._redis.zremrangebyscore(self._order, "-inf", time.time() - self._ttl_s)
 
     def list(self, limit: int | None = None) -> list[DeadLetter]:
-        ids = self._redis.zrange(self._order, 0, -1 if limit is None else limit - 1)
-        raws = self._redis.hmget(self._entries, list(cast(list[bytes], ids))) if ids else []
-        return [DeadLetter(**json.loads(r)) for r in raws if r]
+        self._prune()
+        last = -1 if limit is None else limit - 1
+        ids = cast(list[bytes], self._redis.zrange(self._order, 0, last))
+        raws = self._redis.mget([self._entry + i.decode() for i in ids]) if ids else []
+        return [DeadLetter(**json.loads(r)) for r in cast(list[bytes | None], raws) if r]
 
     def __iter__(self) -> Iterator[DeadLetter]:
         return iter(self.list())
 
     def count(self) -> int:
+        self._prune()
         return int(self._redis.zcard(self._order))
 
     def remove(self, entry_id: str) -> bool:
         pipe = self._redis.pipeline(transaction=True)
-        pipe.hdel(self._entries, entry_id)
+        pipe.delete(self._entry + entry_id)
         pipe.zrem(self._order, entry_id)
         removed, _ = pipe.execute()
         return bool(removed)

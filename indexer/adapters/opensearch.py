@@ -25,15 +25,16 @@ from opensearchpy.exceptions import (
 )
 
 from indexer.adapters.opensearch_auth import client_options
+from indexer.adapters.opensearch_errors import client_error
 from indexer.core.documents import point_id
-from indexer.core.errors import ErrorKind, TransientError
+from indexer.core.errors import ErrorKind, PoisonError, TransientError
 from indexer.core.plan import MessageRef
 from indexer.metrics import BULK_ERRORS, bulk_error_class
 from indexer.settings import Settings
 
 MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 2  # mappings/messages-v2.json; v1 stays for `sidecar reindex`
+MAPPING_VERSION = 3  # mappings/messages-v3.json (CJK bigrams); v1, v2 stay for `sidecar reindex`
 
 
 @lru_cache(maxsize=8)
@@ -59,12 +60,16 @@ def build_client(settings: Settings) -> OpenSearch:
 def classify(exc: BaseException) -> ErrorKind | None:
     """The kind of an opensearch-py exception (``None``: not opensearch-py's).
 
-    Connection trouble, timeouts, 429 and 5xx are transient; a 4xx is this request's own fault
-    (a mapping rejection, a query the engine refuses): poison, never worth a retry.
+    Connection trouble, timeouts, 429 and genuine 5xx are transient; a request the engine
+    refuses — a 4xx, or a 5xx whose causes say so (``too_many_nested_clauses`` comes as HTTP
+    500; :func:`~indexer.adapters.opensearch_errors.client_error`) — is poison: never retried,
+    a 400 for an API caller.
     """
     if isinstance(exc, OSConnectionError | ConnectionTimeout):
         return ErrorKind.TRANSIENT
     if isinstance(exc, TransportError):
+        if client_error(exc) is not None:
+            return ErrorKind.POISON
         status = exc.status_code if isinstance(exc.status_code, int) else 0
         if status == 429 or status >= 500:
             return ErrorKind.TRANSIENT
@@ -192,6 +197,23 @@ class OpenSearchIndex:
     def delete_index(self, name: str) -> None:
         """Delete an index of the family; an absent one is no error."""
         self._call(self.client.indices.delete, index=name, ignore=[404])
+
+    def search(self, mailbox_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """The hits of one mailbox-routed search of the read alias (none when no index exists
+        yet). A request the engine refuses raises :class:`PoisonError` with the reason (the
+        API's 400); an engine failure :class:`TransientError` (its 503)."""
+        try:
+            result = self.client.search(index=self.alias, body=body, routing=mailbox_id)
+        except NotFoundError:
+            return []
+        except Exception as exc:
+            refused = client_error(exc)
+            if refused:
+                raise PoisonError(refused) from exc
+            if is_transient(exc):
+                raise TransientError(f"opensearch: {exc}") from exc
+            raise
+        return list(result["hits"]["hits"])
 
     def ping(self) -> None:
         """Readiness probe: the cluster answers (errors classified like every call)."""

@@ -22,6 +22,7 @@ def serve(
     ] = True,
 ) -> None:
     """Serve the search API (OpenAPI at /openapi.json)."""
+    from indexer.pipeline.repair import CeleryRepairs, consume_vectors
     from search_api.serve import serve as run
 
     settings = get_settings()
@@ -31,6 +32,8 @@ def serve(
         host or settings.api_host,
         port or settings.api_port,
         vectors_consumer=vectors_consumer,
+        repairs=CeleryRepairs(settings),  # read-repair through the pipeline's queues
+        consume_vectors=lambda: consume_vectors(settings),
     )
 
 

@@ -8,6 +8,7 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import asdict
 from datetime import UTC, datetime
 from typing import Annotated
 
@@ -73,8 +74,13 @@ def ingest(
     paths: Annotated[list[str], typer.Argument(help="Files, folders or s3://bucket/prefix.")],
     wait: Annotated[bool, typer.Option("--wait/--no-wait", help="Block until applied.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait at most.")] = 3600.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as one JSON object on stdout.")
+    ] = False,
 ) -> None:
-    """Feed exported stream records (Lambda batches, Kinesis records, JSON lines) to the workers."""
+    """Feed exported stream records (Lambda batches, Kinesis records, JSON lines) to the workers.
+
+    Exits 1 when any record or message was dead-lettered (``sidecar dlq list``), else 0."""
     from indexer.adapters.aws import client
     from indexer.pipeline.runner import ingestor
     from indexer.sources.files import read_sources
@@ -93,13 +99,17 @@ def ingest(
         task = bar.add_task("read", total=None)
         run.feed_all(read_sources(paths, s3), progress=lambda n: bar.advance(task, n))
     summary = run.wait(timeout) if wait else run.summary
+    code = 1 if summary.dead_lettered else 0
+    if as_json:
+        print(json.dumps(asdict(summary)))
+        raise typer.Exit(code)
     table = Table(title="ingest")
     for name in ("read", "applied", "dead_lettered", "ignored", "batches", "embedded"):
         table.add_row(name, str(getattr(summary, name)))
     if not wait:
         table.add_row("applied", "(not waited: use --wait)")
     console.print(table)
-    raise typer.Exit(0)
+    raise typer.Exit(code)
 
 
 @dlq_app.command("list")

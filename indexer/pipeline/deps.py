@@ -1,59 +1,13 @@
-"""Per-process adapters, built once from settings on first use (never at import time).
+"""The pipeline's per-process adapters: the factories of :mod:`indexer.adapters.factories`
+(one cache per process, shared with the API when both run in one process)."""
 
-In embedded-Qdrant mode only the process consuming the vectors queue may open the store
-(it takes an exclusive lock): other roles never touch :func:`vector_index`.
-"""
+from indexer.adapters.factories import (
+    dead_letters,
+    embedder,
+    fulltext_index,
+    redis_client,
+    store,
+    vector_index,
+)
 
-from __future__ import annotations
-
-from functools import lru_cache
-
-from indexer.adapters import aws
-from indexer.adapters.broker import dead_letters, redis_client
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder, build_embedder
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.qdrant import build_client as build_qdrant
-from indexer.settings import Settings
-
-__all__ = [
-    "dead_letters",
-    "embedder",
-    "fulltext_index",
-    "redis_client",
-    "store",
-    "vector_index",
-]
-
-
-@lru_cache(maxsize=4)
-def store(settings: Settings) -> DynamoStore:
-    return DynamoStore(
-        aws.client(settings, "dynamodb"), settings.table, settings.resolved_state_table
-    )
-
-
-@lru_cache(maxsize=4)
-def fulltext_index(settings: Settings) -> OpenSearchIndex:
-    index = OpenSearchIndex(build_opensearch(settings), settings.opensearch_index)
-    index.ensure()
-    return index
-
-
-@lru_cache(maxsize=4)
-def vector_index(settings: Settings) -> VectorIndex:
-    index = VectorIndex(
-        build_qdrant(settings),
-        settings.qdrant_collection,
-        MODEL_SLUG,
-        DIMENSION,
-        layout=settings.qdrant_layout,
-    )
-    index.ensure()
-    return index
-
-
-def embedder(settings: Settings) -> Embedder:
-    return build_embedder(settings)
+__all__ = ["dead_letters", "embedder", "fulltext_index", "redis_client", "store", "vector_index"]

@@ -16,8 +16,10 @@ import time
 import uuid
 from typing import IO, Any
 
+from indexer.core.dead_letters import trigger_of
 from indexer.core.records import RawRecord
 from indexer.pipeline import deps
+from indexer.pipeline.deployment import stamped
 from indexer.pipeline.ingest import DeadLetter, Ingestor, Pending, Send
 from indexer.settings import Settings, to_env
 
@@ -30,7 +32,8 @@ def celery_send(settings: Settings) -> Send:
     def send(stage: str, payload: dict[str, Any]) -> Pending:
         task = tasks.fulltext if stage == "fulltext" else tasks.vectors
         queue = settings.fulltext_queue if stage == "fulltext" else settings.vectors_queue
-        result: Pending = task.apply_async(args=[payload], queue=queue)
+        # Every task names the deployment it was planned for (see ``deployment``).
+        result: Pending = task.apply_async(args=[stamped(settings, payload)], queue=queue)
         return result
 
     return send
@@ -56,7 +59,8 @@ def decode_dead_letter(settings: Settings) -> DeadLetter:
     store = deps.dead_letters(settings)
 
     def write(item: RawRecord, reason: str) -> None:
-        store.add(stage="decode", reason=reason, payload=item.raw, source=item.source)
+        # Only the trigger: keys, event name, sequence number — never images or addresses.
+        store.add(stage="decode", reason=reason, payload=trigger_of(item.raw), source=item.source)
 
     return write
 

@@ -17,6 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from celery import Task
+from celery.exceptions import Ignore
 
 from indexer.adapters.errors import classify
 from indexer.core.errors import ErrorKind
@@ -26,6 +27,13 @@ from indexer.logs import celery_json_logs
 from indexer.metrics import MESSAGES
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
+from indexer.pipeline.deployment import (
+    REFUSE_WINDOW_S,
+    REFUSED_SINCE,
+    REQUEUE_DELAY_S,
+    log_refusal,
+    mismatch,
+)
 from indexer.pipeline.sync import Outcome, sync_fulltext
 from indexer.pipeline.vector_sync import sync_vector_targets
 from indexer.settings import get_settings
@@ -41,9 +49,11 @@ def _refs(payload: dict[str, Any]) -> list[MessageRef]:
 
 
 def _task_payload_of(ref: MessageRef, payload: dict[str, Any]) -> dict[str, Any]:
-    """The part of a batch payload that concerns one message: what a redrive resends."""
-    people = [p for p in payload.get("participants", []) if p[:2] == ref.to_json()]
-    return {"messages": [ref.to_json()], "participants": people}
+    """What a redrive resends for one message: its ref only. Participant refs are left out
+    (their keys hold addresses); the resent task re-reads the message and its stored
+    participants."""
+    del payload
+    return {"messages": [ref.to_json()], "participants": []}
 
 
 def _finish(
@@ -68,11 +78,33 @@ def _finish(
     }
 
 
+def _refuse(
+    task: Task, stage: str, payload: dict[str, Any], refs: list[MessageRef], reason: str
+) -> dict[str, Any]:
+    """Another deployment's task: back on its queue under the same id (so its sender gets
+    the real result), or — refused for too long — dead-lettered naming both deployments."""
+    log_refusal(reason)
+    since = float(payload.get(REFUSED_SINCE) or time.time())
+    if time.time() - since >= REFUSE_WINDOW_S:
+        return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
+    queue = (task.request.delivery_info or {}).get("routing_key")
+    task.apply_async(
+        args=[{**payload, REFUSED_SINCE: since}],
+        task_id=task.request.id,
+        queue=queue,
+        countdown=REQUEUE_DELAY_S,
+    )
+    raise Ignore()
+
+
 def _run(
     task: Task, stage: str, payload: dict[str, Any], work: Callable[[], Outcome]
 ) -> dict[str, Any]:
     refs = _refs(payload)
     settings = get_settings()
+    refused = mismatch(settings, payload)
+    if refused:
+        return _refuse(task, stage, payload, refs, refused)
     try:
         return _finish(stage, work(), refs, payload)
     except Exception as exc:

@@ -42,6 +42,7 @@ from search_api.query.ast import (
     Term,
     Thread,
 )
+from search_api.query.expansion import check_expansion, is_unspaced
 
 Query = dict[str, Any]
 
@@ -103,6 +104,11 @@ def _term_query(node: Term) -> Query:
                 "operator": "and",
             }
         }
+    if _has_unspaced(node.text):
+        # CJK / kana / emoji: one token per character (a bigram with mapping v3), so the
+        # word is a phrase of them — one clause per field however long the text is.
+        fields = list(_TEXT_FIELDS)
+        return {"multi_match": {"query": node.text, "type": "phrase", "fields": fields}}
     if _JOINED.search(node.text):
         # Xapian's phrase generators: letters joined by punctuation are a phrase of their
         # parts, matched as typed (exact fields) or inside a longer identifier or path
@@ -119,6 +125,10 @@ def _term_query(node: Term) -> Query:
     }
 
 
+def _has_unspaced(text: str) -> bool:
+    return any(is_unspaced(char) for char in text)
+
+
 def _phrase_query(node: Phrase) -> Query:
     kind = "phrase_prefix" if node.prefix else "phrase"
     return {"multi_match": {"query": node.text, "type": kind, "fields": list(_EXACT_FIELDS)}}
@@ -130,7 +140,7 @@ def _subject_query(node: Field) -> Query:
     if node.prefix:
         query = {"query": node.value.lower(), "operator": "and"}
         return {"match_bool_prefix": {"subject.exact": query}}
-    if node.phrase:
+    if node.phrase or _has_unspaced(node.value):
         return {"match_phrase": {"subject.exact": {"query": node.value}}}
     # The stemmed subject lacks the Re:/[tag] prefixes; the exact one still has them.
     fields = list(_SUBJECT_FIELDS)
@@ -283,7 +293,8 @@ def build_search_body(
 ) -> Query:
     """The full ``_search`` body. ``search_after`` is the previous page's last ``sort``.
 
-    Raises ``ValueError`` for a page the engine would reject: size outside
+    Raises :class:`QueryError` when the query would expand past the engine's clause limit
+    (see ``expansion``), and ``ValueError`` for a page the engine would reject: size outside
     1..``MAX_PAGE_SIZE``, a cursor not shaped like the sort, a cursor with ``collapse``
     (unsupported before OpenSearch 3.3) or with ``offset``, or ``offset + size`` beyond
     ``MAX_RESULT_WINDOW``.
@@ -292,9 +303,11 @@ def build_search_body(
         raise ValueError(f"size must be between 1 and {MAX_PAGE_SIZE}")
     if not 0 <= offset <= MAX_RESULT_WINDOW - size:
         raise ValueError(f"offset + size must stay within {MAX_RESULT_WINDOW}")
+    query = build_query(node, mailbox_id)
+    check_expansion(query)
     sort = sort_spec(sort_by_date=sort_by_date)
     body: Query = {
-        "query": build_query(node, mailbox_id),
+        "query": query,
         "size": size,
         "sort": sort,
         "track_total_hits": TOTAL_HITS_CAP,

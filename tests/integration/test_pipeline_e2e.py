@@ -159,6 +159,9 @@ def test_poison_records_are_dead_lettered_and_the_rest_applied(
     )
     with workers(settings):
         result = redrive(settings, None, wait=True)
-    assert result == {"redriven": 5, "failed_again": 4}
-    assert sorted(e.reason for e in store.list()) == sorted(e.reason for e in entries)
+    # Dead letters keep only the trigger (keys), so the oversized record — its message is
+    # fine in the table — is applied now; the three whose keys are unusable stay.
+    assert result == {"redriven": 5, "failed_again": 3}
+    still = sorted(e.reason for e in entries if "lone surrogate" not in e.reason)
+    assert sorted(e.reason for e in store.list()) == still
     assert len(qdrant_points(settings, "box")) == 2

@@ -95,6 +95,7 @@ class Stack:
             **to_env(settings),
             "HF_HUB_OFFLINE": "1",
             "SIDECAR_API_TOKENS": json.dumps({token_hash(TOKEN): [MAILBOX]}),
+            "SIDECAR_CURSOR_KEY": "scale-out-test-shared-cursor-key",  # replicas share it
         }
         self.tmp = tmp
         self.procs: list[subprocess.Popen[bytes]] = []

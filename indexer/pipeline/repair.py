@@ -1,0 +1,46 @@
+"""The API's read-repair sink on Celery, and the embedded-mode vectors consumer: what
+``sidecar serve`` wires into ``search_api`` (which never imports the pipeline)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from indexer.core.plan import MessageRef
+from indexer.pipeline.runner import celery_send
+from indexer.settings import Settings
+
+
+class CeleryRepairs:
+    """Enqueue the normal pipeline (both stages) for messages whose hot row is gone: the
+    sync reads the table, finds them missing and deletes them from both indexes."""
+
+    def __init__(self, settings: Settings) -> None:
+        self._send = celery_send(settings)
+
+    def request_repair(self, mailbox_id: str, message_keys: Sequence[str]) -> None:
+        messages = [MessageRef(mailbox_id, key).to_json() for key in message_keys]
+        if messages:
+            self._send("fulltext", {"messages": messages, "participants": []})
+            self._send("vectors", {"messages": messages, "participants": []})
+
+
+def consume_vectors(settings: Settings) -> None:
+    """Run the vectors queue's Celery worker (solo pool) in this thread: in embedded mode
+    the API process owns the store, so it is also its only writer."""
+    from indexer.pipeline.celery_app import app
+
+    app.worker_main(
+        [
+            "worker",
+            "-P",
+            "solo",
+            "-Q",
+            settings.vectors_queue,
+            "-n",
+            "api-vectors@%h",
+            "--without-gossip",
+            "--without-mingle",
+            "-l",
+            "WARNING",
+        ]
+    )

@@ -1,0 +1,51 @@
+"""The query builder bounds a query's expansion before the engine is asked (issue 16)."""
+
+from __future__ import annotations
+
+import pytest
+
+from search_api.query import QueryError, build_search_body, parse
+from search_api.query.expansion import (
+    MAX_ENGINE_CLAUSES,
+    PREFIX_EXPANSIONS,
+    estimated_clauses,
+    token_count,
+)
+
+CJK_256 = "".join(chr(0x4E00 + i) for i in range(256))
+EMOJI_330 = "".join(chr(0x1F300 + i) for i in range(330))
+
+
+def body(q: str) -> dict[str, object]:
+    return build_search_body(parse(q), "mbox", size=10, sort_by_date=False)
+
+
+def test_token_estimate_follows_the_standard_tokenizer() -> None:
+    assert token_count("release checklist") == 2
+    assert token_count("日本語のメール") == 7  # each ideograph / kana its own token
+    assert token_count("🎉🎉 ok") == 3
+    assert token_count("") == 0
+
+
+@pytest.mark.parametrize("q", [CJK_256, EMOJI_330, "subject:" + CJK_256, "日本語 メール"])
+def test_unspaced_scripts_are_one_phrase_per_field_so_long_text_fits(q: str) -> None:
+    query = body(q)["query"]
+    assert estimated_clauses(query) <= 13  # mailbox filter + 6 fields per word
+    assert "phrase" in str(query)
+
+
+def test_many_phrase_prefixes_are_refused_naming_the_limit() -> None:
+    q = " OR ".join(f'"w{i}"*' for i in range(64))
+    with pytest.raises(QueryError, match=f"at most {MAX_ENGINE_CLAUSES}"):
+        body(q)
+
+
+def test_a_few_prefixes_and_ordinary_queries_pass() -> None:
+    assert estimated_clauses(body('"rel"* from:Mik* budget')["query"]) < MAX_ENGINE_CLAUSES
+    one = estimated_clauses(body('"rel"*')["query"])
+    assert one == 1 + 2 * PREFIX_EXPANSIONS  # mailbox filter + two exact fields
+
+
+def test_estimate_counts_tokens_per_field() -> None:
+    words = " OR ".join(f"w{i}" for i in range(20))
+    assert estimated_clauses(body(words)["query"]) == 1 + 20 * 6
