@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import Field
+from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 
@@ -45,6 +45,20 @@ class Settings(BaseSettings):
     )
     qdrant_replication_factor: int | None = Field(
         default=None, ge=1, description="Copies of each shard (a cluster); unset = 1."
+    )
+    qdrant_api_key: SecretStr | None = Field(
+        default=None, description="API key of a secured Qdrant server (or Qdrant Cloud); secret."
+    )
+    qdrant_prefer_grpc: bool = Field(
+        default=False, description="Talk to the Qdrant server over gRPC (its gRPC port) not HTTP."
+    )
+    qdrant_grpc_port: int = Field(
+        default=6334, ge=1, le=65535, description="The server's gRPC port."
+    )
+    qdrant_optimize_after: int = Field(
+        default=20_000, ge=1,
+        description="Embedded store: optimize a collection in the background after this many "
+        "points were written to it.",
     )
 
     # Local stack.
@@ -128,7 +142,12 @@ def get_settings() -> Settings:
 def to_env(settings: Settings) -> dict[str, str]:
     """The ``SIDECAR_*`` variables that reproduce these settings in a child process."""
     env: dict[str, str] = {}
-    for name, value in settings.model_dump(mode="json").items():
+    dumped = settings.model_dump(mode="json")
+    for name in dumped:
+        secret = getattr(settings, name)
+        if isinstance(secret, SecretStr):  # dumped as "**********": pass the value itself
+            dumped[name] = secret.get_secret_value()
+    for name, value in dumped.items():
         if value is not None:
             text = json.dumps(value) if isinstance(value, list | dict) else str(value)
             env[f"SIDECAR_{name.upper()}"] = text

@@ -15,7 +15,7 @@ from typing import Any
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder
 from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import StoreBusyError, VectorIndex
+from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError, VectorIndex
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
@@ -55,7 +55,7 @@ class Backends:
         self.require_vectors()
         try:
             index = deps.vector_index(self.settings)
-        except (TransientError, StoreBusyError) as exc:
+        except (TransientError, StoreBusyError, LegacyStoreError) as exc:
             raise BackendUnavailable("qdrant", str(exc)) from exc
         self._opened_vectors = True
         return index
@@ -63,7 +63,7 @@ class Backends:
     def close(self) -> None:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
         if getattr(self, "_opened_vectors", False):
-            deps.vector_index(self.settings).client.close()
+            deps.vector_index(self.settings).close()
 
     @cached_property
     def embedder(self) -> Embedder:

@@ -54,7 +54,7 @@ def healthz() -> dict[str, str]:
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     checks: dict[str, Callable[[], object]] = {
         "opensearch": lambda: b.opensearch.client.info(),
-        "qdrant": lambda: b.vectors.client.get_collections(),
+        "qdrant": lambda: b.vectors.store.collections(),
         "dynamodb": lambda: b.store.describe(),
     }
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)

@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from opensearchpy import helpers
-from qdrant_client import models
 
 from indexer.adapters.opensearch import build_client as build_opensearch
+from indexer.core.vectors import PointWrite
 from indexer.pipeline import deps
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
@@ -73,34 +73,27 @@ def copy_points(settings: Settings, copies: int) -> tuple[int, int]:
     returns (points before, points written)."""
     index = deps.vector_index(settings)
     try:
-        originals: list[Any] = []
-        offset = None
-        while True:
-            page, offset = index.client.scroll(
-                collection_name=index.alias, limit=COPY_BATCH, offset=offset,
-                with_payload=True, with_vectors=True,
-            )
-            originals += page
-            if offset is None:
-                break
+        store = index.store
+        originals = [
+            p for page in store.scroll(index.alias, None, None, with_vector=True) for p in page
+        ]
         written = 0
         for n in range(1, copies + 1):
             structs = [
-                models.PointStruct(
-                    id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"copy-{n}-{p.id}")),
-                    vector=list(p.vector),
-                    payload={**(p.payload or {}),
-                             "mailbox_id": _copy_box(str((p.payload or {})["mailbox_id"]), n)},
+                PointWrite(
+                    str(uuid.uuid5(uuid.NAMESPACE_URL, f"copy-{n}-{p.id}")),
+                    p.vector or [],
+                    {**p.payload, "mailbox_id": _copy_box(str(p.payload["mailbox_id"]), n)},
                 )
                 for p in originals
             ]
             for start in range(0, len(structs), COPY_BATCH):
-                index.client.upsert(collection_name=index.alias,
-                                    points=structs[start : start + COPY_BATCH], wait=True)
+                store.upsert(index.alias, structs[start : start + COPY_BATCH])
+                store.flush()
             written += len(structs)
         return len(originals), written
     finally:
-        index.client.close()
+        index.close()
         deps.vector_index.cache_clear()
 
 
