@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -47,3 +48,45 @@ def ddb(settings: Settings) -> Any:
     from indexer.adapters.aws import client
 
     return client(settings, "dynamodb")
+
+
+# --- A real Qdrant server (tests marked ``qdrant_server``) ------------------------------------
+
+_QDRANT_ABSENT = (
+    "qdrant server tests not collected: no binary at ../shared/tools/qdrant/qdrant "
+    "(set SIDECAR_QDRANT_BIN to a Qdrant server binary to run them)"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without a server binary the server tests are dropped (never reported as passed)."""
+    from tests.qdrant_server import server_binary
+
+    if server_binary() is not None:
+        return
+    dropped = [i for i in items if i.get_closest_marker("qdrant_server")]
+    if dropped:
+        items[:] = [i for i in items if not i.get_closest_marker("qdrant_server")]
+        config.hook.pytest_deselected(items=dropped)
+        config.stash[_ABSENT_KEY] = len(dropped)
+
+
+_ABSENT_KEY = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    dropped = config.stash.get(_ABSENT_KEY, 0)
+    if dropped:
+        terminalreporter.write_line(f"{_QDRANT_ABSENT}: {dropped} test(s)")
+
+
+@pytest.fixture(scope="session")
+def qdrant_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Qdrant server for the session, started with an API key."""
+    from tests.qdrant_server import server_binary, start_server
+
+    binary = server_binary()
+    assert binary is not None  # collection drops these tests otherwise
+    server = start_server(binary, tmp_path_factory.mktemp("qdrant-server"), "test-key-0123")
+    yield server
+    server.stop()

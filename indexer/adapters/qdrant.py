@@ -13,8 +13,10 @@ mailboxes is embedded once and a re-delivered message is never re-embedded.
 from __future__ import annotations
 
 import uuid
+import warnings
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
+from urllib.parse import urlsplit
 
 from indexer.adapters.qdrant_edge import EdgeStore, LegacyStoreError, StoreBusyError
 from indexer.core.documents import point_id
@@ -45,15 +47,22 @@ def build_store(settings: Settings) -> VectorStore:
         from indexer.adapters.qdrant_server import ServerStore
 
         key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
-        client = QdrantClient(
-            url=settings.qdrant_url,
-            api_key=key,
-            prefer_grpc=settings.qdrant_prefer_grpc,
-            grpc_port=settings.qdrant_grpc_port,
-            timeout=30,
-        )
+        with warnings.catch_warnings():
+            if _loopback(settings.qdrant_url):  # a key over plain HTTP is fine on this host only
+                warnings.filterwarnings("ignore", "Api key is used with an insecure connection")
+            client = QdrantClient(
+                url=settings.qdrant_url,
+                api_key=key,
+                prefer_grpc=settings.qdrant_prefer_grpc,
+                grpc_port=settings.qdrant_grpc_port,
+                timeout=30,
+            )
         return ServerStore(client, settings.qdrant_url, settings.qdrant_layout)
     return EdgeStore(settings.qdrant_path, optimize_after=settings.qdrant_optimize_after)
+
+
+def _loopback(url: str) -> bool:
+    return urlsplit(url).hostname in ("127.0.0.1", "localhost", "::1")
 
 
 def cache_id(content_hash: str) -> str:

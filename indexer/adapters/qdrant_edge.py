@@ -83,12 +83,16 @@ def to_filter(flt: Filter | None) -> qe.Filter | None:
     return qe.Filter(must=must or None, must_not=must_not or None)
 
 
+_POISON_SIGNS = ("Wrong input", "Vector dimension error", "Bad input", "Bad request")
+
+
 def _classified(fn: Callable[[], T]) -> T:
-    """Edge raises plain ``Exception``s: a rejected input ("Wrong input: …") is poison."""
+    """Edge raises plain ``Exception``s: a request it rejects as is (a wrong input, a vector of
+    the wrong dimension) is poison; anything else is unexpected."""
     try:
         return fn()
     except Exception as exc:
-        if type(exc) is Exception and "Wrong input" in str(exc):
+        if type(exc) is Exception and any(sign in str(exc) for sign in _POISON_SIGNS):
             raise PoisonError(f"qdrant edge rejected the request: {exc}") from exc
         raise
 
