@@ -145,6 +145,9 @@ class EdgeStore:
 
     def _shard(self, name: str) -> qe.EdgeShard:
         collection = self._resolve(name)
+        shard = self._shards.get(collection)  # no lock on the hot path: a flush holds it
+        if shard is not None and self._lock_file is not None:
+            return shard
         with self._mutex:
             if self._lock_file is None:  # never open a shard without owning the store
                 raise RuntimeError(f"the embedded vector store {self.root} was closed")

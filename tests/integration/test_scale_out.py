@@ -16,7 +16,8 @@ other) are identical from A and B; a second ingest of the same records embeds no
 The limit, honestly: the embedded Qdrant store admits one process, so here only A answers
 semantic and hybrid (B answers 503 with Retry-After, and its /readyz skips Qdrant), and there
 is one vectors consumer. Scaling vectors out takes ``SIDECAR_QDRANT_URL`` (a Qdrant server or
-cluster); that code path is the same qdrant-client interface but cannot run on this machine.
+cluster): ``tests/integration/test_qdrant_server_e2e.py`` runs two vectors workers on a real
+server.
 """
 
 from __future__ import annotations
