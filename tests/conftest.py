@@ -60,7 +60,7 @@ _QDRANT_ABSENT = (
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without a server binary the server tests are dropped (never reported as passed)."""
-    from tests.qdrant_server import server_binary
+    from sidecar_tools.stack.qdrant_server import server_binary
 
     if server_binary() is not None:
         return
@@ -83,7 +83,7 @@ def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> Non
 @pytest.fixture(scope="session")
 def qdrant_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
     """One Qdrant server for the session, started with an API key."""
-    from tests.qdrant_server import server_binary, start_server
+    from sidecar_tools.stack.qdrant_server import server_binary, start_server
 
     binary = server_binary()
     assert binary is not None  # collection drops these tests otherwise

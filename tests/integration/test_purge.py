@@ -85,7 +85,7 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         assert set(engines.vectors.cached_vectors(own_texts)) == set()
         assert set(engines.vectors.cached_vectors(shared_texts)) == shared_texts
         assert box not in engines.vectors.mailbox_ids() | engines.fulltext.mailbox_ids()
-        assert engines.vectors.client.count(building).count == 0
+        assert engines.vectors.store.count(building, None) == 0
     assert _participant_items(ddb, settings, box) == 0
     assert [e.id for e in dlq.list()] == [kept.id]
     assert not redis.exists(result_key)

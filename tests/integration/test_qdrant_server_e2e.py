@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from pydantic import SecretStr
 
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
 from indexer.adapters.qdrant import VectorIndex, build_store
@@ -42,7 +43,7 @@ def _server_settings(settings: Settings, server: Any) -> Settings:
     return settings.model_copy(
         update={
             "qdrant_url": server.url,
-            "qdrant_api_key": server.api_key,
+            "qdrant_api_key": SecretStr(server.api_key),  # model_copy does not validate
             "qdrant_grpc_port": server.grpc_port,
             "batch_messages": 8,
             "embed_max_tokens": 64,

@@ -129,7 +129,40 @@ def bench_scale(
               f"{lat['rps']:.1f} | {lat['errors']} |")
 
 
+def bench_vectors(
+    points: Annotated[int, typer.Option(min=100, help="Random 384-d points per backend.")] = 10_000,
+    backends: Annotated[str, typer.Option(help="Comma-separated: edge, server, local.")] = (
+        "edge,server,local"
+    ),
+    clients: Annotated[int, typer.Option(min=1, help="Client threads.")] = 8,
+    seconds: Annotated[float, typer.Option(help="Seconds per query kind.")] = 15.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+) -> None:
+    """The vector store backends side by side: insert rate and filtered top-20 latency on the
+    same points and queries (``local`` = qdrant-client local mode, the old embedded store)."""
+    from sidecar_tools.bench.vectors import run
+
+    names = [b.strip() for b in backends.split(",") if b.strip()]
+    result = run(names, points, clients, seconds, get_settings(),
+                 lambda line: console.print(f"[dim]bench:[/] {line}"))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"{points} points, {clients} clients, {seconds:.0f}s per query kind")
+    print("| backend | insert points/s | filtered p50 / p95 / p99 ms | similar (must_not) "
+          "p50 / p95 / p99 ms | top-20 agreement |")
+    print("|---|---:|---:|---:|---:|")
+    for name in names:
+        r = result[name]
+        f, s = r["filtered_top20"], r["similar_must_not"]
+        agree = next(v for k, v in r.items() if k.startswith("top20_agreement"))
+        print(f"| {name} | {r['insert_points_s']:,.0f} | {f['p50_ms']:.1f} / {f['p95_ms']:.1f} / "
+              f"{f['p99_ms']:.1f} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} / {s['p99_ms']:.1f} | "
+              f"{agree:.3f} |")
+
+
 def register(app: typer.Typer) -> None:
+    app.command("bench-vectors")(bench_vectors)
     app.command()(bench)
     app.command("bench-encoders")(bench_encoders)
     app.command("bench-scale")(bench_scale)

@@ -1,22 +1,28 @@
-"""A real Qdrant server for tests: the binary in ``../shared/tools/qdrant/`` (or the one
-``SIDECAR_QDRANT_BIN`` names), started on free loopback ports with a temporary storage dir.
+"""A real Qdrant server for tests and benchmarks: the binary in ``../shared/tools/qdrant/``
+(or the one ``SIDECAR_QDRANT_BIN`` names), started on free loopback ports with its own storage.
 
-Where no binary exists (a user's machine without ``../shared``) the tests that need one are
-not collected, and the session says so in one line (see ``tests/conftest.py``).
+Users' machines have no such binary (they run Qdrant's image or Qdrant Cloud): where none
+exists, the tests that need one are not collected, and the session says so in one line
+(see ``tests/conftest.py``).
 """
 
 from __future__ import annotations
 
 import os
+import socket
 import subprocess
 import time
 import urllib.request
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.api_fixtures import free_port
+DEFAULT_BIN = Path(__file__).resolve().parents[4] / "shared" / "tools" / "qdrant" / "qdrant"
 
-DEFAULT_BIN = Path(__file__).resolve().parents[1].parent / "shared" / "tools" / "qdrant" / "qdrant"
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
 
 
 def server_binary() -> Path | None:
@@ -74,7 +80,8 @@ def start_server(binary: Path, workdir: Path, api_key: str | None = None) -> Qdr
         if process.poll() is not None:
             raise RuntimeError(f"qdrant exited {process.returncode}: {log.read_text()[-2000:]}")
         try:
-            with urllib.request.urlopen(f"{server.url}/readyz", timeout=2) as answer:
+            ready = f"{server.url}/readyz"
+            with urllib.request.urlopen(ready, timeout=2) as answer:  # noqa: S310 (http only)
                 if answer.status == 200:
                     return server
         except OSError:
