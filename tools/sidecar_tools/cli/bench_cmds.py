@@ -109,24 +109,26 @@ def bench_scale(
     workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
         ".sidecar/bench"
     ),
+    server: Annotated[bool, typer.Option(help="Also measure a Qdrant server (same data).")] = True,
 ) -> None:
     """API latency with N x (copies+1) messages in the engines: N through the pipeline into the
     searched mailbox, then their documents and points copied into other mailboxes."""
     from sidecar_tools.bench.report import plain
     from sidecar_tools.bench.scale import ScaleOptions, run
 
-    opts = ScaleOptions(corpus, messages, copies, search_seconds, workdir=workdir)
+    opts = ScaleOptions(corpus, messages, copies, search_seconds, workdir=workdir, server=server)
     result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"{result['indexed_documents']} documents, {result['points_copied']} points copied "
           f"in {result['copy_s']:.0f}s")
-    print("| API mode | p50 | p95 | p99 | req/s | errors |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for mode, lat in result["api"].items():
-        print(f"| {mode} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | {lat['p99_ms']:.1f} | "
-              f"{lat['rps']:.1f} | {lat['errors']} |")
+    print("| vector backend | API mode | p50 | p95 | p99 | req/s | errors |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for key, backend in (("api", "embedded Edge"), ("api_server", "Qdrant server")):
+        for mode, lat in result.get(key, {}).items():
+            print(f"| {backend} | {mode} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | "
+                  f"{lat['p99_ms']:.1f} | {lat['rps']:.1f} | {lat['errors']} |")
 
 
 def bench_vectors(
