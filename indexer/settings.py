@@ -74,6 +74,20 @@ class Settings(BaseSettings):
     qdrant_replication_factor: int | None = Field(
         default=None, ge=1, description="Copies of each shard (a cluster); unset = 1."
     )
+    qdrant_api_key: SecretStr | None = Field(
+        default=None, description="API key of a secured Qdrant server (or Qdrant Cloud); secret."
+    )
+    qdrant_prefer_grpc: bool = Field(
+        default=False, description="Talk to the Qdrant server over gRPC (its gRPC port) not HTTP."
+    )
+    qdrant_grpc_port: int = Field(
+        default=6334, ge=1, le=65535, description="The server's gRPC port."
+    )
+    qdrant_optimize_after: int = Field(
+        default=20_000, ge=1,
+        description="Embedded store: optimize a collection in the background after this many "
+        "points were written to it.",
+    )
 
     # Local stack.
     state_dir: Path = Path(".sidecar")

@@ -17,7 +17,7 @@ from indexer.adapters import factories
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder
 from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import StoreBusyError, VectorIndex
+from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError, VectorIndex
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
@@ -63,7 +63,7 @@ class Backends:
         self.require_vectors()
         try:
             index = factories.vector_index(self.settings)
-        except (TransientError, StoreBusyError) as exc:
+        except (TransientError, StoreBusyError, LegacyStoreError) as exc:
             raise BackendUnavailable("qdrant", str(exc)) from exc
         self._opened_vectors = True
         return index
@@ -71,7 +71,7 @@ class Backends:
     def close(self) -> None:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
         if getattr(self, "_opened_vectors", False):
-            factories.vector_index(self.settings).client.close()
+            factories.vector_index(self.settings).close()
 
     @property
     def embedder(self) -> Embedder:

@@ -55,7 +55,7 @@ def healthz() -> dict[str, str]:
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     checks: dict[str, Callable[[], object]] = {
         "opensearch": b.opensearch.ping,
-        "qdrant": lambda: b.vectors.client.get_collections(),
+        "qdrant": lambda: b.vectors.store.collections(),
         "dynamodb": lambda: b.store.describe(),
     }
     if b.serves_vectors:  # the model loads in the background at start

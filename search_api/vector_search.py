@@ -1,49 +1,43 @@
-"""Qdrant queries for the API: the pure :class:`VectorFilter` as a Qdrant filter, and search."""
+"""Vector queries for the API: the pure :class:`VectorFilter` as a vector-store filter, and search.
+
+The filter is the port's own (:mod:`indexer.core.vectors`): this module never touches a vector
+engine's client; the store behind ``backends.vectors`` does.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
-from qdrant_client import models
-
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
+from indexer.core.vectors import Condition, Filter, Hit, Match, MatchAny, Range, StoredPoint
 from search_api.backends import Backends, BackendUnavailable
 from search_api.query import VectorFilter
 
 
-def _match(key: str, value: str) -> models.FieldCondition:
-    return models.FieldCondition(key=key, match=models.MatchValue(value=value))
-
-
-def to_qdrant(flt: VectorFilter) -> models.Filter:
-    must: list[Any] = [_match("mailbox_id", flt.mailbox_id)]
+def to_filter(flt: VectorFilter) -> Filter:
+    """Mailbox first (the tenant index), then the query's own conditions and exclusions."""
+    must: list[Condition] = [Match("mailbox_id", flt.mailbox_id)]
     if flt.thread_key:
-        must.append(_match("thread_key", flt.thread_key))
+        must.append(Match("thread_key", flt.thread_key))
     if flt.ts_gte is not None or flt.ts_lt is not None:
-        must.append(
-            models.FieldCondition(key="ts", range=models.Range(gte=flt.ts_gte, lt=flt.ts_lt))
-        )
+        must.append(Range("ts", gte=flt.ts_gte, lt=flt.ts_lt))
     if flt.from_addresses:
-        must.append(
-            models.FieldCondition(key="from", match=models.MatchAny(any=list(flt.from_addresses)))
-        )
-    must_not: list[Any] = [_match("thread_key", k) for k in flt.exclude_thread_keys]
-    must_not += [_match("message_key", k) for k in flt.exclude_message_keys]
-    return models.Filter(must=must, must_not=must_not or None)
+        must.append(MatchAny("from", tuple(flt.from_addresses)))
+    must_not: list[Condition] = [Match("thread_key", k) for k in flt.exclude_thread_keys]
+    must_not += [Match("message_key", k) for k in flt.exclude_message_keys]
+    return Filter(must=tuple(must), must_not=tuple(must_not))
 
 
-def search(backends: Backends, vector: list[float], flt: VectorFilter, limit: int) -> list[Any]:
+def search(backends: Backends, vector: list[float], flt: VectorFilter, limit: int) -> list[Hit]:
     """Scored points (payload included), best first, within the filter's mailbox."""
     if flt.match_none or limit <= 0:
         return []
     try:
-        return backends.vectors.query(vector, to_qdrant(flt), limit)
+        return backends.vectors.query(vector, to_filter(flt), limit)
     except TransientError as exc:
         raise BackendUnavailable("qdrant", str(exc)) from exc
 
 
-def own_point(backends: Backends, ref: MessageRef) -> Any | None:
+def own_point(backends: Backends, ref: MessageRef) -> StoredPoint | None:
     """The message's stored point with its vector (never re-embedded), or None."""
     try:
         return backends.vectors.point(ref)

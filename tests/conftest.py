@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import tempfile
 import uuid
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -29,11 +30,6 @@ os.environ.setdefault(
     "SIDECAR_AWS_CALL_LOG",
     str(Path(tempfile.gettempdir()) / f"sidecar-aws-calls-{os.getpid()}.jsonl"),
 )
-
-
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """The IAM coverage check runs last, so it sees the calls of every test before it."""
-    items.sort(key=lambda item: item.get_closest_marker("iam_coverage") is not None)
 
 
 @pytest.fixture
@@ -60,3 +56,47 @@ def ddb(settings: Settings) -> Any:
     from indexer.adapters.aws import client
 
     return client(settings, "dynamodb")
+
+
+# --- A real Qdrant server (tests marked ``qdrant_server``) ------------------------------------
+
+_QDRANT_ABSENT = (
+    "qdrant server tests not collected: no binary at ../shared/tools/qdrant/qdrant "
+    "(set SIDECAR_QDRANT_BIN to a Qdrant server binary to run them)"
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without a server binary the server tests are dropped (never reported as passed); the
+    IAM coverage check runs last, so it sees the calls of every test before it."""
+    from sidecar_tools.stack.qdrant_server import server_binary
+
+    items.sort(key=lambda item: item.get_closest_marker("iam_coverage") is not None)
+    if server_binary() is not None:
+        return
+    dropped = [i for i in items if i.get_closest_marker("qdrant_server")]
+    if dropped:
+        items[:] = [i for i in items if not i.get_closest_marker("qdrant_server")]
+        config.hook.pytest_deselected(items=dropped)
+        config.stash[_ABSENT_KEY] = len(dropped)
+
+
+_ABSENT_KEY = pytest.StashKey[int]()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    dropped = config.stash.get(_ABSENT_KEY, 0)
+    if dropped:
+        terminalreporter.write_line(f"{_QDRANT_ABSENT}: {dropped} test(s)")
+
+
+@pytest.fixture(scope="session")
+def qdrant_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Any]:
+    """One Qdrant server for the session, started with an API key."""
+    from sidecar_tools.stack.qdrant_server import server_binary, start_server
+
+    binary = server_binary()
+    assert binary is not None  # collection drops these tests otherwise
+    server = start_server(binary, tmp_path_factory.mktemp("qdrant-server"), "test-key-0123")
+    yield server
+    server.stop()

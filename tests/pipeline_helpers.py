@@ -11,8 +11,7 @@ from typing import Any
 
 from indexer.adapters import aws
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.adapters.streams import export_records
 from indexer.adapters.tables import init_tables
 from indexer.pipeline import deps
@@ -92,38 +91,21 @@ def qdrant_points(
     settings: Settings, mailbox: str | None = None
 ) -> dict[tuple[str, str], dict[str, Any]]:
     """Points by (mailbox, message_key); opens the embedded store, so workers must be stopped."""
-    from qdrant_client import models
+    from indexer.core.vectors import match
 
-    client = build_qdrant(settings)
+    store = build_store(settings)
     try:
-        index = VectorIndex(client, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
-        if not client.collection_exists(index.collection):
+        index = VectorIndex(store, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        if index.alias not in store.aliases():
             return {}
-        flt = None
-        if mailbox is not None:
-            flt = models.Filter(
-                must=[
-                    models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))
-                ]
-            )
-        points: dict[tuple[str, str], dict[str, Any]] = {}
-        offset = None
-        while True:
-            batch, offset = client.scroll(
-                index.alias,
-                scroll_filter=flt,
-                limit=256,
-                offset=offset,
-                with_payload=True,
-                with_vectors=False,
-            )
-            for p in batch:
-                payload = dict(p.payload or {})
-                points[(payload["mailbox_id"], payload["message_key"])] = payload
-            if offset is None:
-                return points
+        flt = match("mailbox_id", mailbox) if mailbox is not None else None
+        return {
+            (p.payload["mailbox_id"], p.payload["message_key"]): p.payload
+            for page in store.scroll(index.alias, flt, None)
+            for p in page
+        }
     finally:
-        client.close()
+        store.close()
 
 
 def wait_until(predicate: Any, timeout: float = 60, interval: float = 0.5) -> bool:

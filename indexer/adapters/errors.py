@@ -6,13 +6,13 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from indexer.adapters import broker, dynamo_io, opensearch, qdrant
+from indexer.adapters import broker, dynamo_io, opensearch, qdrant_server
 from indexer.core.errors import ErrorKind, kind_of
 
 _ENGINES: tuple[Callable[[BaseException], ErrorKind | None], ...] = (
     dynamo_io.classify,
     opensearch.classify,
-    qdrant.classify,
+    qdrant_server.error_kind,
     broker.classify,
 )
 

@@ -14,8 +14,7 @@ from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder, build_embedder
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.settings import Settings
 
 __all__ = [
@@ -44,13 +43,7 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
 
 @lru_cache(maxsize=4)
 def vector_index(settings: Settings) -> VectorIndex:
-    index = VectorIndex(
-        build_qdrant(settings),
-        settings.qdrant_collection,
-        MODEL_SLUG,
-        DIMENSION,
-        layout=settings.qdrant_layout,
-    )
+    index = VectorIndex(build_store(settings), settings.qdrant_collection, MODEL_SLUG, DIMENSION)
     index.ensure()
     return index
 

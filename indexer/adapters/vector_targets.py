@@ -14,8 +14,6 @@ from __future__ import annotations
 import copy
 import re
 
-from qdrant_client import models
-
 from indexer.adapters.qdrant import VectorIndex
 
 WRITE_SUFFIX = "-write"
@@ -27,7 +25,7 @@ def write_alias(index: VectorIndex) -> str:
 
 def members(index: VectorIndex) -> dict[str, str | None]:
     """The collection behind the read alias and behind the write alias (None: no alias)."""
-    found = {a.alias_name: a.collection_name for a in index._do(index.client.get_aliases).aliases}
+    found = index.store.aliases()
     return {name: found.get(name) for name in (index.alias, write_alias(index))}
 
 
@@ -38,7 +36,7 @@ def targets(index: VectorIndex) -> list[str]:
 
 def bound(index: VectorIndex, collection: str) -> VectorIndex:
     """A view of ``index`` that reads and writes one collection (and its cache) by name;
-    it shares the client and its lock."""
+    it shares the store."""
     view = copy.copy(index)
     view.alias, view.collection, view.cache = collection, collection, f"{collection}-cache"
     return view
@@ -67,35 +65,25 @@ def create(index: VectorIndex, collection: str) -> None:
 def drop(index: VectorIndex, collection: str) -> None:
     """Delete a collection and its cache (missing ones are fine)."""
     for name in (collection, f"{collection}-cache"):
-        index._do(index.client.delete_collection, collection_name=name)
+        index.store.drop(name)
 
 
 def exists(index: VectorIndex, collection: str) -> bool:
-    return bool(index._do(index.client.collection_exists, collection_name=collection))
+    return collection in index.store.collections()
 
 
 def set_aliases(index: VectorIndex, read: str | None, extra: str | None) -> None:
-    """Point both aliases in one ``update_collection_aliases`` call (atomic on a server):
+    """Point both aliases at once (atomic on a server; one file replace when embedded):
     the read alias at ``read``, the write alias at ``extra`` (None: remove it)."""
-    current = members(index)
-    ops: list[models.AliasOperations] = [
-        models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))
-        for name, collection in current.items()
-        if collection is not None
-    ]
-    for name, collection in ((index.alias, read), (write_alias(index), extra)):
-        if collection is not None:
-            alias = models.CreateAlias(collection_name=collection, alias_name=name)
-            ops.append(models.CreateAliasOperation(create_alias=alias))
-    index._do(index.client.update_collection_aliases, change_aliases_operations=ops)
+    index.store.set_aliases({index.alias: read, write_alias(index): extra})
 
 
 def point_counts(index: VectorIndex, collection: str) -> dict[str, int]:
     """Points per mailbox in one collection (a payload scroll)."""
     counts: dict[str, int] = {}
-    for page in bound(index, collection)._scroll(None, ["mailbox_id"]):
-        for payload in page:
-            box = str(payload.get("mailbox_id"))
+    for page in index.store.scroll(collection, None, ["mailbox_id"]):
+        for point in page:
+            box = str(point.payload.get("mailbox_id"))
             counts[box] = counts.get(box, 0) + 1
     return counts
 

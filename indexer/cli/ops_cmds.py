@@ -23,12 +23,13 @@ T = TypeVar("T")
 def _or_exit(operation: Callable[[], T]) -> T:
     """Run an operation; an engine that cannot be used ends the command with status 2 and
     one line saying why (the embedded Qdrant store owned by another process, an engine down)."""
-    from indexer.adapters.qdrant import StoreBusyError
+    from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError
+    from indexer.adapters.qdrant_server import QdrantAuthError
     from indexer.core.errors import TransientError
 
     try:
         return operation()
-    except StoreBusyError as exc:
+    except (StoreBusyError, LegacyStoreError, QdrantAuthError) as exc:
         console.print(f"[red]{exc}[/red]")
     except TransientError as exc:
         console.print(f"[red]an engine is unavailable, nothing was decided: {exc}[/red]")

@@ -14,8 +14,7 @@ from dataclasses import dataclass
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
 from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.pipeline import deps
 from indexer.settings import Settings
 
@@ -29,17 +28,15 @@ class Engines:
 
 @contextmanager
 def open_engines(settings: Settings) -> Iterator[Engines]:
-    """DynamoDB, OpenSearch and Qdrant for one operation; the Qdrant client is closed after.
+    """DynamoDB, OpenSearch and Qdrant for one operation; the vector store is closed after.
 
     With the embedded store this fails at once (naming the store) while a worker or
     ``sidecar serve`` owns it: stop the owner, or use ``SIDECAR_QDRANT_URL``.
     """
-    client = build_qdrant(settings)
+    store = build_store(settings)
     try:
-        vectors = VectorIndex(
-            client, settings.qdrant_collection, MODEL_SLUG, DIMENSION, layout=settings.qdrant_layout
-        )
+        vectors = VectorIndex(store, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
         vectors.ensure()
         yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)
     finally:
-        client.close()
+        store.close()

@@ -51,6 +51,9 @@ class VectorSink(Protocol):
     def upsert(self, points: list[tuple[MessageRef, list[float], Mapping[str, Any]]]) -> None: ...
     def set_payloads(self, payloads: Mapping[MessageRef, Mapping[str, Any]]) -> None: ...
     def delete(self, refs: Collection[MessageRef]) -> None: ...
+    def flush(self) -> None:
+        """End of a batch that wrote: make its writes durable."""
+        ...
 
 
 class TextEmbedder(Protocol):
@@ -134,6 +137,7 @@ class _VectorWriter:
         self.sink.upsert(
             [(r, vectors[t.payload["content_hash"]], t.payload) for r, t in stale.items()]
         )
+        self.sink.flush()
         return {}
 
     def _vectors(self, texts: Mapping[str, str]) -> dict[str, list[float]]:

@@ -146,11 +146,11 @@ def shuffled_batches(
 def engines(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Settings, VectorIndex, Embedder, OpenSearchIndex]]:
-    from qdrant_client import QdrantClient
+    from indexer.adapters.qdrant_edge import EdgeStore
 
     unique = uuid.uuid4().hex[:8]
     base = Settings(opensearch_index=f"conv-{unique}", qdrant_collection=f"conv-{unique}")
-    client = QdrantClient(path=str(tmp_path_factory.mktemp("qdrant")))
+    client = EdgeStore(tmp_path_factory.mktemp("qdrant"))
     vectors = VectorIndex(client, base.qdrant_collection, MODEL_SLUG, DIMENSION)
     vectors.ensure()
     opensearch = OpenSearchIndex(build_opensearch(base), base.opensearch_index)
@@ -177,8 +177,8 @@ def assert_converged(world: World) -> None:
             got = None
         assert got == expected, f"full-text drift for {ref}"
         target = vector_target(state)
-        points = world.vectors.client.retrieve(
-            world.vectors.alias, ids=[point_id(ref)], with_payload=True
+        points = world.vectors.store.retrieve(
+            world.vectors.alias, [point_id(ref)], with_vector=False
         )
         payload = dict(points[0].payload or {}) if points else None
         assert payload == (dict(target.payload) if target.text is not None else None), (

@@ -13,8 +13,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from qdrant_client import models
 
+from indexer.core.vectors import PointWrite
 from indexer.ops.engines import open_engines
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
@@ -60,12 +60,9 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
 
     with open_engines(settings) as engines:  # a collection a vectors reindex is building
         building = f"{engines.vectors.collection}-t128"
-        params = models.VectorParams(size=384, distance=models.Distance.COSINE)
-        engines.vectors.client.create_collection(building, vectors_config=params)
-        point = models.PointStruct(
-            id=str(uuid.uuid4()), vector=[0.1] * 384, payload={"mailbox_id": box}
-        )
-        engines.vectors.client.upsert(building, points=[point], wait=True)
+        engines.vectors.store.create(building, 384, ())
+        point = PointWrite(str(uuid.uuid4()), [0.1] * 384, {"mailbox_id": box})
+        engines.vectors.store.upsert(building, [point])
 
     report = purge(settings, box)
     assert report.to_json() == {
@@ -88,7 +85,7 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         assert set(engines.vectors.cached_vectors(own_texts)) == set()
         assert set(engines.vectors.cached_vectors(shared_texts)) == shared_texts
         assert box not in engines.vectors.mailbox_ids() | engines.fulltext.mailbox_ids()
-        assert engines.vectors.client.count(building).count == 0
+        assert engines.vectors.store.count(building, None) == 0
     assert _participant_items(ddb, settings, box) == 0
     assert [e.id for e in dlq.list()] == [kept.id]
     assert not redis.exists(result_key)

@@ -17,8 +17,7 @@ from typing import Any
 import pytest
 
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.cli.tail_cmds import build_tailer
 from indexer.core.documents import text_hash
 from indexer.ops import reindex_vectors as ops
@@ -41,14 +40,12 @@ def _expected(ddb: Any, settings: Settings) -> dict[str, str]:
     return {k: text_hash(m["forai"]) for k, m in table.items() if (m.get("forai") or "").strip()}
 
 
-def _points(client: Any, collection: str) -> dict[str, str]:
-    found: dict[str, str] = {}
-    offset = None
-    while True:
-        batch, offset = client.scroll(collection, limit=256, offset=offset, with_payload=True)
-        found |= {p.payload["message_key"]: p.payload["content_hash"] for p in batch}
-        if offset is None:
-            return found
+def _points(store: Any, collection: str) -> dict[str, str]:
+    return {
+        p.payload["message_key"]: p.payload["content_hash"]
+        for page in store.scroll(collection, None, None)
+        for p in page
+    }
 
 
 def _converged(settings: Settings, ddb: Any, collections: list[str]) -> bool:
@@ -103,14 +100,14 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
     searches.assert_never_failed(window, during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == f"{old}-t32"
-    client = build_qdrant(settings)  # the API has stopped: this process may open the store
+    client = build_store(settings)  # the API has stopped: this process may open the store
     try:
         want = _expected(ddb, settings)
         for collection in names:
             assert _points(client, collection) == want, collection
         index = VectorIndex(client, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
-        assert client.get_collection(f"{report.new}-cache").points_count
-        assert {a.alias_name: a.collection_name for a in client.get_aliases().aliases} == {
+        assert client.count(f"{report.new}-cache", None)
+        assert client.aliases() == {
             index.alias: report.new,
             f"{index.alias}-write": report.old,
         }

@@ -16,7 +16,8 @@ other) are identical from A and B; a second ingest of the same records embeds no
 The limit, honestly: the embedded Qdrant store admits one process, so here only A answers
 semantic and hybrid (B answers 503 with Retry-After, and its /readyz skips Qdrant), and there
 is one vectors consumer. Scaling vectors out takes ``SIDECAR_QDRANT_URL`` (a Qdrant server or
-cluster); that code path is the same qdrant-client interface but cannot run on this machine.
+cluster): ``tests/integration/test_qdrant_server_e2e.py`` runs two vectors workers on a real
+server.
 """
 
 from __future__ import annotations
@@ -205,50 +206,6 @@ def _same_everywhere(stack: Stack) -> None:
         return bool(pages[0] == pages[1] and pages[0]["hits"])
 
     assert wait_until(same_page, timeout=10)
-
-
-class _Recording:
-    """A real (embedded) client that remembers the arguments of each collection it creates:
-    the embedded store accepts and ignores shards and replicas, a server applies them."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self.created: dict[str, dict[str, Any]] = {}
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self._client, name)
-
-    def create_collection(self, collection_name: str, **kwargs: Any) -> Any:
-        self.created[collection_name] = kwargs
-        return self._client.create_collection(collection_name, **kwargs)
-
-
-def test_qdrant_cluster_layout(tmp_path: Path) -> None:
-    """SIDECAR_QDRANT_SHARD_NUMBER / _REPLICATION_FACTOR reach every collection the sidecar
-    creates: start-up's (and its cache) and a vectors reindex's target."""
-    from qdrant_client import QdrantClient
-
-    from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-    from indexer.adapters.qdrant import VectorIndex
-    from indexer.adapters.vector_targets import create
-
-    assert Settings().qdrant_layout == {}
-    env = {"SIDECAR_QDRANT_SHARD_NUMBER": "6", "SIDECAR_QDRANT_REPLICATION_FACTOR": "2"}
-    with pytest.MonkeyPatch.context() as patch:
-        for name, value in env.items():
-            patch.setenv(name, value)
-        layout = Settings().qdrant_layout
-    assert layout == {"shard_number": 6, "replication_factor": 2}
-    client = _Recording(QdrantClient(path=str(tmp_path / "q")))
-    index = VectorIndex(client, "c", MODEL_SLUG, DIMENSION, layout=layout)  # type: ignore[arg-type]
-    index.ensure()
-    create(index, f"{index.collection}-t64")
-    names = {index.collection, index.cache, f"{index.collection}-t64", f"{index.collection}-t64-cache"}
-    assert set(client.created) == names
-    for kwargs in client.created.values():
-        assert kwargs["shard_number"] == 6 and kwargs["replication_factor"] == 2, kwargs
-    assert index.client.get_aliases().aliases[0].alias_name == index.alias
-    client.close()
 
 
 @pytest.mark.stack

@@ -16,7 +16,7 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 RUNTIME = ("indexer", "search_api")
 ENGINE_CLIENTS = {"boto3", "botocore", "opensearchpy", "qdrant_client", "qdrant_edge", "redis",
-                  "sentence_transformers", "torch", "transformers"}
+                  "sentence_transformers", "torch", "transformers", "grpc"}
 FRAMEWORKS = {"celery", "fastapi", "starlette", "uvicorn", "kombu"}
 TOOLING = {"sidecar_tools", "moto"}
 

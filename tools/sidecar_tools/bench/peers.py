@@ -24,8 +24,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.qdrant import build_client as build_qdrant
+from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
 from indexer.core.records import EventName, StreamRecord, decode_record
@@ -66,7 +65,7 @@ def naive_peer(
     """Messages/s of the per-record synchronous pattern over ``records``."""
     index = f"{settings.opensearch_index}-naive"
     client.indices.create(index=index, body={"settings": {"index.mapping.ignore_malformed": True}})
-    qdrant = build_qdrant(settings)
+    qdrant = build_store(settings)
     vectors = VectorIndex(qdrant, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
     vectors.ensure()
     try:
@@ -79,6 +78,7 @@ def naive_peer(
                 ref = MessageRef(str(image["mailbox_id"]), str(image["message_key"]))
                 vector = embedder.embed([text])[0]
                 vectors.upsert([(ref, vector, {"mailbox_id": ref.mailbox_id})])
+                vectors.flush()
         return Throughput(messages, time.perf_counter() - started)
     finally:
         client.indices.delete(index=index, ignore_unavailable=True)

@@ -16,14 +16,16 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from opensearchpy import helpers
-from qdrant_client import models
 
 from indexer.adapters.opensearch import build_client as build_opensearch
+from indexer.core.vectors import PointWrite
 from indexer.pipeline import deps
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
@@ -41,6 +43,7 @@ class ScaleOptions:
     search_seconds: float = 20.0
     clients: int = 8
     workdir: Path = Path(".sidecar/bench")
+    server: bool = True  # measure a Qdrant server too (SIDECAR_QDRANT_URL or the shared binary)
 
 
 def _copy_box(mailbox: str, n: int) -> str:
@@ -73,34 +76,27 @@ def copy_points(settings: Settings, copies: int) -> tuple[int, int]:
     returns (points before, points written)."""
     index = deps.vector_index(settings)
     try:
-        originals: list[Any] = []
-        offset = None
-        while True:
-            page, offset = index.client.scroll(
-                collection_name=index.alias, limit=COPY_BATCH, offset=offset,
-                with_payload=True, with_vectors=True,
-            )
-            originals += page
-            if offset is None:
-                break
+        store = index.store
+        originals = [
+            p for page in store.scroll(index.alias, None, None, with_vector=True) for p in page
+        ]
         written = 0
         for n in range(1, copies + 1):
             structs = [
-                models.PointStruct(
-                    id=str(uuid.uuid5(uuid.NAMESPACE_URL, f"copy-{n}-{p.id}")),
-                    vector=list(p.vector),
-                    payload={**(p.payload or {}),
-                             "mailbox_id": _copy_box(str((p.payload or {})["mailbox_id"]), n)},
+                PointWrite(
+                    str(uuid.uuid5(uuid.NAMESPACE_URL, f"copy-{n}-{p.id}")),
+                    p.vector or [],
+                    {**p.payload, "mailbox_id": _copy_box(str(p.payload["mailbox_id"]), n)},
                 )
                 for p in originals
             ]
             for start in range(0, len(structs), COPY_BATCH):
-                index.client.upsert(collection_name=index.alias,
-                                    points=structs[start : start + COPY_BATCH], wait=True)
+                store.upsert(index.alias, structs[start : start + COPY_BATCH])
+                store.flush()
             written += len(structs)
         return len(originals), written
     finally:
-        index.client.close()
+        index.close()
         deps.vector_index.cache_clear()
 
 
@@ -136,14 +132,70 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
             queries.free_text_queries(data.messages, mailbox),
             queries.similar_keys(data.messages, mailbox),
         )
-        api = search.start_api(settings, mailbox, 0, run_dir / "api.log")
-        try:
-            log(f"scale: API, {opts.clients} clients x {opts.search_seconds:.0f}s per mode")
-            out["api"] = search.measure_api(api, work, clients=opts.clients,
-                                            seconds=opts.search_seconds)
-        finally:
-            out["api_rss_mib"] = search.stop_api(api)
+        out["api"], out["api_rss_mib"] = _measure(settings, mailbox, work, opts, run_dir, log)
+        if opts.server:
+            with _server(settings, run_dir) as server_settings:
+                log("scale: the same points copied into a Qdrant server")
+                out["server_points"], out["server_copy_s"] = copy_to_server(
+                    settings, server_settings)
+                out["api_server"], out["api_server_rss_mib"] = _measure(
+                    server_settings, mailbox, work, opts, run_dir, log)
     finally:
         limits.drop_index(build_opensearch(base), settings.opensearch_index)
         shutil.rmtree(run_dir, ignore_errors=True)
     return out
+
+
+def _measure(settings: Settings, mailbox: str, work: search.Workload, opts: ScaleOptions,
+             run_dir: Path, log: Log) -> tuple[Any, float]:
+    """The API's four modes on this settings' vector backend: (latencies, peak RSS MiB)."""
+    backend = "server" if settings.qdrant_url else "embedded Edge"
+    api = search.start_api(settings, mailbox, 0, run_dir / "api.log")
+    try:
+        log(f"scale: API on {backend}, {opts.clients} clients x {opts.search_seconds:.0f}s/mode")
+        latencies = search.measure_api(api, work, clients=opts.clients,
+                                       seconds=opts.search_seconds)
+    finally:
+        rss = search.stop_api(api)
+    return latencies, rss
+
+
+@contextmanager
+def _server(settings: Settings, run_dir: Path) -> Iterator[Settings]:
+    """``SIDECAR_QDRANT_URL`` when set, else a server of the shared binary for this run."""
+    if settings.qdrant_url:
+        yield settings
+        return
+    from sidecar_tools.stack.qdrant_server import server_binary, start_server
+
+    binary = server_binary()
+    if binary is None:
+        raise RuntimeError("bench-scale: no Qdrant server (SIDECAR_QDRANT_URL or "
+                           "SIDECAR_QDRANT_BIN); run with --no-server to skip it")
+    server = start_server(binary, run_dir / "qdrant-server")
+    try:
+        yield settings.model_copy(update={"qdrant_url": server.url,
+                                          "qdrant_grpc_port": server.grpc_port})
+    finally:
+        server.stop()
+
+
+def copy_to_server(embedded: Settings, server: Settings) -> tuple[int, float]:
+    """Every point of the embedded collection (and cache) into the server: (points, seconds)."""
+    from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+    from indexer.adapters.qdrant import VectorIndex, build_store
+
+    began, copied = time.perf_counter(), 0
+    source, target = build_store(embedded), build_store(server)
+    try:
+        index = VectorIndex(target, server.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index.ensure()
+        own = VectorIndex(source, embedded.qdrant_collection, MODEL_SLUG, DIMENSION)
+        for src, dst in ((own.alias, index.alias), (own.cache, index.cache)):
+            for page in source.scroll(src, None, None, with_vector=True):
+                target.upsert(dst, [PointWrite(p.id, p.vector or [], p.payload) for p in page])
+                copied += len(page) if src == own.alias else 0
+    finally:
+        source.close()
+        target.close()
+    return copied, time.perf_counter() - began

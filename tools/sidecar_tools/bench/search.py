@@ -34,7 +34,7 @@ from search_api.query import VectorFilter, build_search_body, parse, vector_filt
 from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
 from search_api.service import DEPTH
 from search_api.similar import DEFAULT_TUNING
-from search_api.vector_search import to_qdrant
+from search_api.vector_search import to_filter
 from sidecar_tools.bench.dataset import Message
 from sidecar_tools.bench.timing import Latency, closed_loop, peak_rss_mib
 
@@ -66,7 +66,7 @@ def _os_search(settings: Settings, mailbox: str, q: str, size: int = PAGE) -> bo
 
 
 def _qdrant_search(settings: Settings, mailbox: str, q: str, vector: list[float]) -> bool:
-    flt = to_qdrant(vector_filter(parse(q), mailbox))
+    flt = to_filter(vector_filter(parse(q), mailbox))
     deps.vector_index(settings).query(vector, flt, DEPTH)
     return True
 
@@ -87,11 +87,11 @@ def raw_calls(
 
     def similar(key: str) -> bool:
         point = deps.vector_index(settings).point(MessageRef(mb, key))
-        if point is None:
+        if point is None or point.vector is None:
             return False
         thread = str((point.payload or {}).get("thread_key"))
         flt = VectorFilter(mb, exclude_message_keys=(key,), exclude_thread_keys=(thread,))
-        deps.vector_index(settings).query(list(point.vector), to_qdrant(flt), PAGE)
+        deps.vector_index(settings).query(list(point.vector), to_filter(flt), PAGE)
         return True
 
     threads = {m.ref.message_key: m.thread_key for m in own}
@@ -134,7 +134,7 @@ def measure_raw(
             for name, (fn, inputs) in calls.items()
         }
     finally:
-        deps.vector_index(settings).client.close()
+        deps.vector_index(settings).close()
         deps.vector_index.cache_clear()
 
 

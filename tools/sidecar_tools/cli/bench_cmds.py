@@ -109,27 +109,62 @@ def bench_scale(
     workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
         ".sidecar/bench"
     ),
+    server: Annotated[bool, typer.Option(help="Also measure a Qdrant server (same data).")] = True,
 ) -> None:
     """API latency with N x (copies+1) messages in the engines: N through the pipeline into the
     searched mailbox, then their documents and points copied into other mailboxes."""
     from sidecar_tools.bench.report import plain
     from sidecar_tools.bench.scale import ScaleOptions, run
 
-    opts = ScaleOptions(corpus, messages, copies, search_seconds, workdir=workdir)
+    opts = ScaleOptions(corpus, messages, copies, search_seconds, workdir=workdir, server=server)
     result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(f"{result['indexed_documents']} documents, {result['points_copied']} points copied "
           f"in {result['copy_s']:.0f}s")
-    print("| API mode | p50 | p95 | p99 | req/s | errors |")
-    print("|---|---:|---:|---:|---:|---:|")
-    for mode, lat in result["api"].items():
-        print(f"| {mode} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | {lat['p99_ms']:.1f} | "
-              f"{lat['rps']:.1f} | {lat['errors']} |")
+    print("| vector backend | API mode | p50 | p95 | p99 | req/s | errors |")
+    print("|---|---|---:|---:|---:|---:|---:|")
+    for key, backend in (("api", "embedded Edge"), ("api_server", "Qdrant server")):
+        for mode, lat in result.get(key, {}).items():
+            print(f"| {backend} | {mode} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | "
+                  f"{lat['p99_ms']:.1f} | {lat['rps']:.1f} | {lat['errors']} |")
+
+
+def bench_vectors(
+    points: Annotated[int, typer.Option(min=100, help="Random 384-d points per backend.")] = 10_000,
+    backends: Annotated[str, typer.Option(help="Comma-separated: edge, server, local.")] = (
+        "edge,server,local"
+    ),
+    clients: Annotated[int, typer.Option(min=1, help="Client threads.")] = 8,
+    seconds: Annotated[float, typer.Option(help="Seconds per query kind.")] = 15.0,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+) -> None:
+    """The vector store backends side by side: insert rate and filtered top-20 latency on the
+    same points and queries (``local`` = qdrant-client local mode, the old embedded store)."""
+    from sidecar_tools.bench.vectors import run
+
+    names = [b.strip() for b in backends.split(",") if b.strip()]
+    result = run(names, points, clients, seconds, get_settings(),
+                 lambda line: console.print(f"[dim]bench:[/] {line}"))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(f"{points} points, {clients} clients, {seconds:.0f}s per query kind")
+    print("| backend | insert points/s | filtered p50 / p95 / p99 ms | similar (must_not) "
+          "p50 / p95 / p99 ms | top-20 agreement |")
+    print("|---|---:|---:|---:|---:|")
+    for name in names:
+        r = result[name]
+        f, s = r["filtered_top20"], r["similar_must_not"]
+        agree = next(v for k, v in r.items() if k.startswith("top20_agreement"))
+        print(f"| {name} | {r['insert_points_s']:,.0f} | {f['p50_ms']:.1f} / {f['p95_ms']:.1f} / "
+              f"{f['p99_ms']:.1f} | {s['p50_ms']:.1f} / {s['p95_ms']:.1f} / {s['p99_ms']:.1f} | "
+              f"{agree:.3f} |")
 
 
 def register(app: typer.Typer) -> None:
+    app.command("bench-vectors")(bench_vectors)
     app.command()(bench)
     app.command("bench-encoders")(bench_encoders)
     app.command("bench-scale")(bench_scale)

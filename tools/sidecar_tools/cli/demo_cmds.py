@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
-from typing import Annotated, Any, cast
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -66,29 +66,18 @@ def _fulltext(settings: Settings, mailbox: str, queries: list[str]) -> None:
 
 
 def _neighbours(settings: Settings, mailbox: str) -> None:
-    from qdrant_client import models
-
+    from indexer.core.vectors import match
     from indexer.pipeline import deps
 
     index = deps.vector_index(settings)
-    only = models.Filter(
-        must=[models.FieldCondition(key="mailbox_id", match=models.MatchValue(value=mailbox))]
-    )
-    points, _ = index.client.scroll(
-        index.alias, scroll_filter=only, limit=1, with_vectors=True, with_payload=True
-    )
-    if not points:
+    only = match("mailbox_id", mailbox)
+    first = next(index.store.scroll(index.alias, only, None, with_vector=True), [])
+    if not first or first[0].vector is None:
         console.print("[red]no vectors indexed[/red]")
         return
-    source = points[0]
+    source, vector = first[0], first[0].vector
     subjects = deps.fulltext_index(settings)
-    hits = index.client.query_points(
-        index.alias,
-        query=cast(list[float], source.vector),
-        query_filter=only,
-        limit=4,
-        with_payload=True,
-    ).points
+    hits = index.query(vector, only, 4)
     console.print(
         f"[bold]nearest neighbours[/bold] of {_subject(subjects, mailbox, source.payload)!r}:"
     )
@@ -149,7 +138,7 @@ def demo(
     )
     _fulltext(settings, mailbox, ["release checklist", "outage database", "café recipe"])
     _neighbours(settings, mailbox)
-    deps.vector_index(settings).client.close()  # the API process becomes the store's owner
+    deps.vector_index(settings).close()  # the API process becomes the store's owner
     if serve:
         from sidecar_tools.cli.demo_api import serve_and_show
 

@@ -146,7 +146,7 @@ def drop_namespace(settings: Settings) -> None:
     for table in (settings.table, settings.resolved_state_table):
         with suppress(ddb.exceptions.ResourceNotFoundException):
             ddb.delete_table(TableName=table)
-    deps.vector_index(settings).client.close()
+    deps.vector_index(settings).close()
     shutil.rmtree(settings.qdrant_path, ignore_errors=True)
 
 

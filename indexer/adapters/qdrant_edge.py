@@ -1,0 +1,340 @@
+"""The vector store port embedded in the process: Qdrant Edge (``qdrant-edge-py``), Qdrant's own
+Rust engine — the segment, WAL and payload-index code of the server — with no server.
+
+Edge has no collections or aliases: one *shard* lives in one directory. So the store is a
+directory holding ``collections/<name>/`` (one shard per collection), ``aliases.json`` (alias →
+collection, replaced atomically), ``edge.json`` (what wrote it) and ``.lock``. The lock is taken
+with ``flock`` *before* any shard is opened: a second ``EdgeShard.load`` of a directory a live
+process owns fails on the WAL lock, but only after it has touched that owner's payload-index
+files (seen with 0.9.0: the owner's next ``flush`` failed). So one process owns the store, as
+with the old local mode, and a second one gets :class:`StoreBusyError` at once.
+
+Writes are made durable by :meth:`EdgeStore.flush` at the end of every batch that wrote (Edge
+fsyncs only then; the WAL replays anything since). Edge never optimizes by itself: after
+``optimize_after`` points written to a collection, ``optimize()`` runs in a background thread
+(it releases the GIL; writes and searches go on, new points are searchable before it ends).
+"""
+
+from __future__ import annotations
+
+import fcntl
+import json
+import os
+import shutil
+import threading
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any, TypeVar
+
+import qdrant_edge as qe
+
+from indexer.core.errors import PoisonError
+from indexer.core.vectors import (
+    Condition,
+    Filter,
+    Hit,
+    Match,
+    MatchAny,
+    PointWrite,
+    StoredPoint,
+)
+
+T = TypeVar("T")
+EDGE_VERSION = "0.9.0"
+_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
+
+
+class StoreBusyError(RuntimeError):
+    """The embedded store admits one owner process, and another one has it."""
+
+
+class LegacyStoreError(RuntimeError):
+    """The directory holds a store of qdrant-client's old local mode, which Edge cannot read."""
+
+
+def busy_message(path: Path) -> str:
+    return (
+        f"the embedded Qdrant store {path} is owned by another process "
+        "(a running `sidecar serve` or vectors worker?); stop it, or use SIDECAR_QDRANT_URL"
+    )
+
+
+def legacy_message(path: Path) -> str:
+    return (
+        f"{path} is an old embedded store (qdrant-client local mode), which the Edge engine "
+        "cannot read: move it aside and rebuild the vectors from the table (README: "
+        '"Moving an old embedded vector store")'
+    )
+
+
+def _condition(c: Condition) -> qe.FieldCondition:
+    if isinstance(c, Match):
+        return qe.FieldCondition(key=c.key, match=qe.MatchValue(c.value))
+    if isinstance(c, MatchAny):
+        return qe.FieldCondition(key=c.key, match=qe.MatchAny(list(c.values)))
+    return qe.FieldCondition(key=c.key, range=qe.RangeFloat(gte=c.gte, lt=c.lt))
+
+
+def to_filter(flt: Filter | None) -> qe.Filter | None:
+    if flt is None or not (flt.must or flt.must_not):
+        return None
+    must: list[Any] = [_condition(c) for c in flt.must]
+    must_not: list[Any] = [_condition(c) for c in flt.must_not]
+    return qe.Filter(must=must or None, must_not=must_not or None)
+
+
+_POISON_SIGNS = ("Wrong input", "Vector dimension error", "Bad input", "Bad request")
+
+
+def _classified(fn: Callable[[], T]) -> T:
+    """Edge raises plain ``Exception``s: a request it rejects as is (a wrong input, a vector of
+    the wrong dimension) is poison; anything else is unexpected."""
+    try:
+        return fn()
+    except Exception as exc:
+        if type(exc) is Exception and any(sign in str(exc) for sign in _POISON_SIGNS):
+            raise PoisonError(f"qdrant edge rejected the request: {exc}") from exc
+        raise
+
+
+def _stored(record: Any, with_vector: bool) -> StoredPoint:
+    """Edge gives ids as ``uuid.UUID`` and vectors as lists of floats."""
+    vector = [float(x) for x in record.vector] if with_vector and record.vector else None
+    return StoredPoint(str(record.id), dict(record.payload or {}), vector)
+
+
+class EdgeStore:
+    """:class:`indexer.core.vectors.VectorStore` on Edge shards in one directory."""
+
+    def __init__(self, root: Path, *, optimize_after: int = 20_000) -> None:
+        self.root, self.optimize_after = root, optimize_after
+        if (root / "meta.json").is_file() or (root / "collection").is_dir():
+            raise LegacyStoreError(legacy_message(root))
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock_file: IO[bytes] | None = self._take_lock(root)
+        (root / "collections").mkdir(exist_ok=True)
+        marker = root / "edge.json"
+        if not marker.is_file():
+            marker.write_text(json.dumps({"engine": "qdrant-edge", "version": EDGE_VERSION}))
+        self._aliases: dict[str, str] = self._read_aliases()
+        self._shards: dict[str, qe.EdgeShard] = {}
+        self._written: dict[str, int] = {}
+        self._dirty: set[str] = set()
+        self._optimizing: dict[str, threading.Thread] = {}
+        self._mutex = threading.RLock()
+
+    @staticmethod
+    def _take_lock(root: Path) -> IO[bytes]:
+        handle = (root / ".lock").open("ab")
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            handle.close()
+            raise StoreBusyError(busy_message(root)) from None
+        return handle
+
+    # --- collections and aliases ---------------------------------------------------------------
+
+    def _dir(self, collection: str) -> Path:
+        if not collection or not set(collection) <= _NAME_OK or collection.startswith("."):
+            raise ValueError(f"not a collection name: {collection!r}")
+        return self.root / "collections" / collection
+
+    def _resolve(self, name: str) -> str:
+        return self._aliases.get(name, name)
+
+    def _shard(self, name: str) -> qe.EdgeShard:
+        collection = self._resolve(name)
+        shard = self._shards.get(collection)  # no lock on the hot path: a flush holds it
+        if shard is not None and self._lock_file is not None:
+            return shard
+        with self._mutex:
+            if self._lock_file is None:  # never open a shard without owning the store
+                raise RuntimeError(f"the embedded vector store {self.root} was closed")
+            shard = self._shards.get(collection)
+            if shard is None:
+                path = self._dir(collection)
+                if not path.is_dir():
+                    raise KeyError(f"no vector collection {collection!r} in {self.root}")
+                shard = self._shards[collection] = qe.EdgeShard.load(str(path))
+            return shard
+
+    def collections(self) -> set[str]:
+        return {p.name for p in (self.root / "collections").iterdir() if p.is_dir()}
+
+    def create(self, collection: str, dim: int, keyword_fields: Sequence[str]) -> None:
+        path = self._dir(collection)
+        with self._mutex:
+            if collection in self.collections():
+                return
+            params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)
+            staging = path.with_name(f".{collection}.new")
+            shutil.rmtree(staging, ignore_errors=True)
+            shard = qe.EdgeShard.create(str(staging), qe.EdgeConfig(vectors=params))
+            tenant = qe.KeywordIndexParams(is_tenant=True)
+            shard.update(qe.UpdateOperation.create_field_index("mailbox_id", tenant))
+            for name in keyword_fields:
+                schema = qe.PayloadSchemaType.Keyword
+                shard.update(qe.UpdateOperation.create_field_index(name, schema))
+            shard.flush()
+            shard.close()
+            os.replace(staging, path)  # a collection exists whole, with its indexes, or not
+
+    def drop(self, collection: str) -> None:
+        path = self._dir(collection)
+        with self._mutex:
+            self._wait_optimizer(collection)
+            shard = self._shards.pop(collection, None)
+            if shard is not None:
+                shard.close()
+            self._dirty.discard(collection)
+            if path.is_dir():
+                shutil.rmtree(path)
+            kept = {a: c for a, c in self._aliases.items() if c != collection}
+            if kept != self._aliases:
+                self._write_aliases(kept)
+
+    def aliases(self) -> dict[str, str]:
+        return dict(self._aliases)
+
+    def set_aliases(self, aliases: Mapping[str, str | None]) -> None:
+        with self._mutex:
+            new = dict(self._aliases)
+            for alias, collection in aliases.items():
+                if collection is None:
+                    new.pop(alias, None)
+                elif collection not in self.collections():
+                    raise KeyError(f"no vector collection {collection!r} for alias {alias!r}")
+                else:
+                    new[alias] = collection
+            self._write_aliases(new)
+
+    def _read_aliases(self) -> dict[str, str]:
+        path = self.root / "aliases.json"
+        return dict(json.loads(path.read_text())) if path.is_file() else {}
+
+    def _write_aliases(self, aliases: dict[str, str]) -> None:
+        """Write a temporary file, fsync it, rename it over the old one: readers after a crash
+        see the old map or the new one, never half of one."""
+        path, tmp = self.root / "aliases.json", self.root / ".aliases.json.tmp"
+        with tmp.open("w") as handle:
+            json.dump(aliases, handle, sort_keys=True)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+        self._aliases = aliases
+
+    # --- points ----------------------------------------------------------------------------------
+
+    def _write(self, name: str, op: qe.UpdateOperation, points: int = 0) -> None:
+        collection = self._resolve(name)
+        shard = self._shard(collection)
+        _classified(lambda: shard.update(op))
+        with self._mutex:
+            self._dirty.add(collection)
+            self._written[collection] = self._written.get(collection, 0) + points
+
+    def upsert(self, collection: str, points: Sequence[PointWrite]) -> None:
+        if points:
+            structs = [qe.Point(p.id, list(p.vector), dict(p.payload)) for p in points]
+            self._write(collection, qe.UpdateOperation.upsert_points(structs), len(structs))
+
+    def overwrite_payload(self, collection: str, point_id: str, payload: Mapping[str, Any]) -> None:
+        self._write(collection, qe.UpdateOperation.overwrite_payload([point_id], dict(payload)))
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if ids:
+            self._write(collection, qe.UpdateOperation.delete_points(list[Any](ids)))
+
+    def delete_by_filter(self, collection: str, flt: Filter) -> None:
+        edge = to_filter(flt)
+        if edge is None:
+            raise ValueError("delete_by_filter needs a filter")
+        self._write(collection, qe.UpdateOperation.delete_points_by_filter(edge))
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], *, with_vector: bool
+    ) -> list[StoredPoint]:
+        if not ids:
+            return []
+        shard = self._shard(collection)
+        # 0.9.0 needs both arguments, whatever its stub says.
+        found = shard.retrieve(list[Any](ids), with_payload=True, with_vector=with_vector)
+        return [_stored(r, with_vector) for r in found]
+
+    def search(
+        self, collection: str, vector: Sequence[float], flt: Filter, limit: int
+    ) -> list[Hit]:
+        request = qe.QueryRequest(
+            limit=limit, query=qe.Query.Nearest(list(vector)), filter=to_filter(flt),
+            with_payload=True, with_vector=False,
+        )
+        found = _classified(lambda: self._shard(collection).query(request))
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
+
+    def scroll(
+        self,
+        collection: str,
+        flt: Filter | None,
+        fields: Sequence[str] | None,
+        *,
+        with_vector: bool = False,
+    ) -> Iterator[list[StoredPoint]]:
+        shard, offset = self._shard(collection), None
+        selector: Any = qe.PayloadSelector.Include(list(fields)) if fields is not None else True
+        while True:
+            request = qe.ScrollRequest(offset=offset, limit=512, filter=to_filter(flt),
+                                       with_payload=selector, with_vector=with_vector)
+            records, offset = shard.scroll(request)
+            yield [_stored(r, with_vector) for r in records]
+            if offset is None:
+                return
+
+    def count(self, collection: str, flt: Filter | None) -> int:
+        request = qe.CountRequest(exact=True, filter=to_filter(flt))
+        return int(self._shard(collection).count(request))
+
+    # --- durability and optimization ------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Flush every shard written since the last flush; start optimizers that are due."""
+        with self._mutex:
+            dirty, self._dirty = sorted(self._dirty), set()
+            for collection in dirty:
+                if collection in self._shards:
+                    self._shards[collection].flush()
+                if self._written.get(collection, 0) >= self.optimize_after:
+                    self._start_optimizer(collection)
+
+    def _start_optimizer(self, collection: str) -> None:
+        running = self._optimizing.get(collection)
+        if running is not None and running.is_alive():
+            return
+        self._written[collection] = 0
+        shard = self._shards[collection]
+        thread = threading.Thread(target=shard.optimize, name=f"optimize-{collection}",
+                                  daemon=True)
+        self._optimizing[collection] = thread
+        thread.start()
+
+    def optimizing(self) -> list[str]:
+        return sorted(c for c, t in self._optimizing.items() if t.is_alive())
+
+    def _wait_optimizer(self, collection: str) -> None:
+        thread = self._optimizing.pop(collection, None)
+        if thread is not None:
+            thread.join()
+
+    def close(self) -> None:
+        """Flush, wait for running optimizers, close every shard and release the lock."""
+        with self._mutex:
+            if self._lock_file is None:
+                return
+            self.flush()
+            for collection in list(self._optimizing):
+                self._wait_optimizer(collection)
+            for shard in self._shards.values():
+                shard.close()
+            self._shards.clear()
+            self._lock_file.close()  # releases the flock
+            self._lock_file = None

@@ -1,0 +1,220 @@
+"""The vector store port on a Qdrant server, through qdrant-client (HTTP or gRPC).
+
+This is the one place that classifies Qdrant server errors: a refused connection, a timeout,
+429 or 5xx is transient (retry); 400/422 (the request can never succeed as sent) is poison
+(dead letter); 401/403 is a configuration error with a one-line message naming the setting;
+anything else is unexpected and passes through.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from typing import Any, Literal, TypeVar
+
+import grpc
+from qdrant_client import QdrantClient, models
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
+
+from indexer.core.errors import ErrorKind, PoisonError, TransientError
+from indexer.core.vectors import (
+    Condition,
+    Filter,
+    Hit,
+    Match,
+    MatchAny,
+    PointWrite,
+    StoredPoint,
+)
+
+T = TypeVar("T")
+Kind = Literal["transient", "poison", "auth", "unexpected"]
+_TRANSIENT_GRPC = {"UNAVAILABLE", "DEADLINE_EXCEEDED", "RESOURCE_EXHAUSTED", "ABORTED"}
+_POISON_GRPC = {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"}
+_AUTH_GRPC = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
+
+
+class QdrantAuthError(RuntimeError):
+    """The server refused our credentials: nothing will work until the settings change."""
+
+
+def classify(exc: BaseException) -> Kind:
+    """Qdrant's error classification (see the module docstring)."""
+    if isinstance(exc, ResponseHandlingException | ConnectionError | TimeoutError):
+        return "transient"
+    if isinstance(exc, UnexpectedResponse):
+        code = exc.status_code or 0
+        if code in (401, 403):
+            return "auth"
+        if code == 429 or code >= 500:
+            return "transient"
+        return "poison" if code in (400, 422) else "unexpected"
+    if isinstance(exc, grpc.RpcError) and hasattr(exc, "code"):
+        name = exc.code().name
+        for kind, names in (("transient", _TRANSIENT_GRPC), ("poison", _POISON_GRPC),
+                            ("auth", _AUTH_GRPC)):
+            if name in names:
+                return kind  # type: ignore[return-value]
+    return "unexpected"
+
+
+def error_kind(exc: BaseException) -> ErrorKind | None:
+    """:func:`classify` in the shared kinds (``None``: not a Qdrant client error); refused
+    credentials are unexpected there: no retry fixes them."""
+    if not isinstance(exc, ResponseHandlingException | UnexpectedResponse | grpc.RpcError):
+        return None
+    kind = classify(exc)
+    if kind == "transient":
+        return ErrorKind.TRANSIENT
+    return ErrorKind.POISON if kind == "poison" else ErrorKind.UNEXPECTED
+
+
+def _condition(c: Condition) -> models.FieldCondition:
+    if isinstance(c, Match):
+        return models.FieldCondition(key=c.key, match=models.MatchValue(value=c.value))
+    if isinstance(c, MatchAny):
+        return models.FieldCondition(key=c.key, match=models.MatchAny(any=list(c.values)))
+    return models.FieldCondition(key=c.key, range=models.Range(gte=c.gte, lt=c.lt))
+
+
+def to_filter(flt: Filter | None) -> models.Filter | None:
+    if flt is None or not (flt.must or flt.must_not):
+        return None
+    must: list[Any] = [_condition(c) for c in flt.must]
+    must_not: list[Any] = [_condition(c) for c in flt.must_not]
+    return models.Filter(must=must or None, must_not=must_not or None)
+
+
+def _stored(p: Any) -> StoredPoint:
+    vector = [float(x) for x in p.vector] if isinstance(p.vector, list) else None
+    return StoredPoint(str(p.id), dict(p.payload or {}), vector)
+
+
+class ServerStore:
+    """:class:`indexer.core.vectors.VectorStore` on a server (thread-safe, like its client)."""
+
+    def __init__(self, client: QdrantClient, url: str, layout: Mapping[str, int] | None = None):
+        self.client, self.url = client, url
+        self.layout = dict(layout or {})  # shards/replicas of the collections it creates
+
+    def _do(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
+        try:
+            return fn(**kwargs)
+        except Exception as exc:
+            kind = classify(exc)
+            if kind == "transient":
+                raise TransientError(f"qdrant: {exc}") from exc
+            if kind == "poison":
+                raise PoisonError(f"qdrant rejected the request: {exc}") from exc
+            if kind == "auth":
+                raise QdrantAuthError(
+                    f"the Qdrant server {self.url} refused the credentials (set "
+                    "SIDECAR_QDRANT_API_KEY to the server's API key)"
+                ) from None
+            raise
+
+    def collections(self) -> set[str]:
+        return {c.name for c in self._do(self.client.get_collections).collections}
+
+    def create(self, collection: str, dim: int, keyword_fields: Sequence[str]) -> None:
+        if not self._do(self.client.collection_exists, collection_name=collection):
+            params = models.VectorParams(size=dim, distance=models.Distance.COSINE)
+            self._do(self.client.create_collection, collection_name=collection,
+                     vectors_config=params, **self.layout)
+        tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        fields: list[tuple[str, Any]] = [("mailbox_id", tenant)]
+        fields += [(f, models.PayloadSchemaType.KEYWORD) for f in keyword_fields]
+        for name, schema in fields:
+            self._do(self.client.create_payload_index, collection_name=collection,
+                     field_name=name, field_schema=schema, wait=True)
+
+    def drop(self, collection: str) -> None:
+        if self._do(self.client.collection_exists, collection_name=collection):
+            self._do(self.client.delete_collection, collection_name=collection)
+
+    def aliases(self) -> dict[str, str]:
+        found = self._do(self.client.get_aliases).aliases
+        return {a.alias_name: a.collection_name for a in found}
+
+    def set_aliases(self, aliases: Mapping[str, str | None]) -> None:
+        """One ``update_collection_aliases`` call: atomic on the server."""
+        current = self.aliases()
+        ops: list[models.AliasOperations] = [
+            models.DeleteAliasOperation(delete_alias=models.DeleteAlias(alias_name=name))
+            for name in aliases
+            if name in current
+        ]
+        for name, collection in aliases.items():
+            if collection is not None:
+                alias = models.CreateAlias(collection_name=collection, alias_name=name)
+                ops.append(models.CreateAliasOperation(create_alias=alias))
+        if ops:
+            self._do(self.client.update_collection_aliases, change_aliases_operations=ops)
+
+    def upsert(self, collection: str, points: Sequence[PointWrite]) -> None:
+        structs = [
+            models.PointStruct(id=p.id, vector=list(p.vector), payload=dict(p.payload))
+            for p in points
+        ]
+        if structs:
+            self._do(self.client.upsert, collection_name=collection, points=structs, wait=True)
+
+    def overwrite_payload(self, collection: str, point_id: str, payload: Mapping[str, Any]) -> None:
+        self._do(self.client.overwrite_payload, collection_name=collection,
+                 payload=dict(payload), points=[point_id], wait=True)
+
+    def delete(self, collection: str, ids: Sequence[str]) -> None:
+        if ids:
+            selector = models.PointIdsList(points=list[models.ExtendedPointId](ids))
+            self._do(self.client.delete, collection_name=collection,
+                     points_selector=selector, wait=True)
+
+    def delete_by_filter(self, collection: str, flt: Filter) -> None:
+        selector = models.FilterSelector(filter=to_filter(flt) or models.Filter())
+        self._do(self.client.delete, collection_name=collection,
+                 points_selector=selector, wait=True)
+
+    def retrieve(
+        self, collection: str, ids: Sequence[str], *, with_vector: bool
+    ) -> list[StoredPoint]:
+        if not ids:
+            return []
+        points = self._do(self.client.retrieve, collection_name=collection, ids=list(ids),
+                          with_payload=True, with_vectors=with_vector)
+        return [_stored(p) for p in points]
+
+    def search(
+        self, collection: str, vector: Sequence[float], flt: Filter, limit: int
+    ) -> list[Hit]:
+        result = self._do(self.client.query_points, collection_name=collection,
+                          query=list(vector), query_filter=to_filter(flt), limit=limit,
+                          with_payload=True)
+        return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
+
+    def scroll(
+        self,
+        collection: str,
+        flt: Filter | None,
+        fields: Sequence[str] | None,
+        *,
+        with_vector: bool = False,
+    ) -> Iterator[list[StoredPoint]]:
+        offset: Any = None
+        selector: Any = list(fields) if fields is not None else True
+        while True:
+            points, offset = self._do(self.client.scroll, collection_name=collection,
+                                      scroll_filter=to_filter(flt), limit=512, offset=offset,
+                                      with_payload=selector, with_vectors=with_vector)
+            yield [_stored(p) for p in points]
+            if offset is None:
+                return
+
+    def count(self, collection: str, flt: Filter | None) -> int:
+        found = self._do(self.client.count, collection_name=collection,
+                         count_filter=to_filter(flt), exact=True)
+        return int(found.count)
+
+    def flush(self) -> None:
+        """Every write above waited for the server (``wait=True``): nothing to do."""
+
+    def close(self) -> None:
+        self.client.close()
