@@ -68,6 +68,14 @@ class Settings(BaseSettings):
         description="Model precision; auto = bfloat16 where the CPU has native bfloat16.",
     )
 
+    # Exports the sidecar requests itself (`sidecar backfill --export`).
+    export_bucket: str | None = Field(
+        default=None, description="S3 bucket DynamoDB exports the table to (`--bucket`)."
+    )
+    export_prefix: str = Field(
+        default="sidecar-exports", description="Key prefix of those exports in the bucket."
+    )
+
     # Metrics (Prometheus).
     metrics_port: int = Field(
         default=0,

@@ -27,11 +27,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class Checkpoint:
-    """Where a shard's applied records end; ``done`` = closed shard read to its end."""
+    """Where a shard's applied records end; ``done`` = closed shard read to its end;
+    ``created`` = the last applied record's ApproximateCreationDateTime (epoch seconds), from
+    which a stream gap's repair export starts."""
 
     shard_id: str
     sequence: str | None
     done: bool = False
+    created: int | None = None
 
 
 class CheckpointStore:
@@ -57,7 +60,10 @@ class CheckpointStore:
             for item in page["Items"]:
                 seq = item.get("sequence", {}).get("S")
                 done = bool(item.get("done", {}).get("BOOL", False))
-                found[item["SK"]["S"]] = Checkpoint(item["SK"]["S"], seq, done)
+                created = item.get("created", {}).get("N")
+                found[item["SK"]["S"]] = Checkpoint(
+                    item["SK"]["S"], seq, done, int(created) if created else None
+                )
             if "LastEvaluatedKey" not in page:
                 return found
             kwargs["ExclusiveStartKey"] = page["LastEvaluatedKey"]
@@ -71,6 +77,8 @@ class CheckpointStore:
         }
         if checkpoint.sequence is not None:
             item["sequence"] = {"S": checkpoint.sequence}
+        if checkpoint.created is not None:
+            item["created"] = {"N": str(checkpoint.created)}
         self._client.put_item(TableName=self._table, Item=item)
 
 
