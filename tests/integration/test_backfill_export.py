@@ -34,7 +34,7 @@ from indexer.adapters import aws
 from indexer.core.export_window import Window, iso
 from indexer.settings import Settings, to_env
 from indexer.sources.checkpoints import Checkpoint, CheckpointStore
-from indexer.sources.export_jobs import ExportJobs
+from indexer.sources.export_jobs import ExportJob, ExportJobs, start
 from sidecar_tools.writer.files import load_file
 from sidecar_tools.writer.store import delete_message
 from tests.conftest import CORPORA
@@ -155,6 +155,19 @@ def test_incremental_export_request_and_resume(settings: Settings) -> None:
     assert [e["ExportArn"] for e in _exports(ddb, settings.table)] == [job.arn]
     bad = _cli(settings, bucket, "--from", iso(end), "--to", iso(end - 60))
     assert bad.returncode == 2 and "before it starts" in bad.stderr
+
+    # A crash after the token was stored but before the ARN: the next run sends the request
+    # with that token (DynamoDB answers a repeated token with the same export) and keeps the
+    # job's own prefix.
+    jobs = ExportJobs(ddb, settings.resolved_state_table, settings.table)
+    other = Window(end - 7200, end - 3600)
+    jobs.put(ExportJob(other, "tok-1", bucket, "sidecar-exports/x/tok-1"))
+    resumed = start(jobs, ddb, other, bucket, "ignored")
+    assert (resumed.token, resumed.prefix) == ("tok-1", "sidecar-exports/x/tok-1")
+    assert resumed.arn is not None and jobs.get(other) == resumed
+    assert ddb.describe_export(ExportArn=resumed.arn)["ExportDescription"]["S3Prefix"] == (
+        "sidecar-exports/x/tok-1"
+    )
 
     # The tailer's checkpoints keep the last applied record's time: a gap's window starts there.
     store = CheckpointStore(ddb, settings.resolved_state_table, "arn:stream")

@@ -157,3 +157,18 @@ def test_engine_failing_mid_batch_reports_exactly_the_unapplied_records(
     assert set(opensearch_docs(settings, "box")) == set(table) == set(order)
     assert set(qdrant_points(settings, "box")) == {("box", k) for k in table}
     assert deps.dead_letters(settings).list() == []
+
+
+def test_a_dead_letter_that_cannot_be_written_is_reported(settings: Settings) -> None:
+    """Redis unreachable (a closed port): the poison record is not dropped but redelivered."""
+    from tests.api_fixtures import free_port
+
+    arn = "arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/x"
+    records = _poison(arn, "123")
+    nowhere = settings.model_copy(update={"redis_url": f"redis://127.0.0.1:{free_port()}/0"})
+    assert process({"Records": records[1:]}, nowhere, budget=10).failures == ["123"]
+    with pytest.raises(RuntimeError, match="no SequenceNumber"):
+        process({"Records": records[:1]}, nowhere, budget=10)  # nothing to report it by
+    with pytest.raises(ValueError, match="'Records' list"):
+        process({"records": []}, settings, budget=10)
+    assert process({"Records": []}, settings, budget=10).response() == {"batchItemFailures": []}
