@@ -115,6 +115,14 @@ class Settings(BaseSettings):
         description="torch device of the encoder (cpu, cuda, cuda:N, mps).",
     )
 
+    # Exports the sidecar requests itself (`sidecar backfill --export`).
+    export_bucket: str | None = Field(
+        default=None, description="S3 bucket DynamoDB exports the table to (`--bucket`)."
+    )
+    export_prefix: str = Field(
+        default="sidecar-exports", description="Key prefix of those exports in the bucket."
+    )
+
     # Metrics (Prometheus).
     metrics_port: int = Field(
         default=0,

@@ -31,11 +31,14 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True, slots=True)
 class ShardCheckpoint:
-    """Where a shard's applied records end; ``done`` = closed shard read to its end."""
+    """Where a shard's applied records end; ``done`` = closed shard read to its end;
+    ``created`` = the last applied record's ApproximateCreationDateTime (epoch seconds), from
+    which a stream gap's repair export starts."""
 
     shard_id: str
     sequence: str | None
     done: bool = False
+    created: int | None = None
 
 
 class ShardCheckpointStore:
@@ -61,7 +64,10 @@ class ShardCheckpointStore:
         for item in rows:
             seq = item.get("sequence", {}).get("S")
             done = bool(item.get("done", {}).get("BOOL", False))
-            found[item["SK"]["S"]] = ShardCheckpoint(item["SK"]["S"], seq, done)
+            created = item.get("created", {}).get("N")
+            found[item["SK"]["S"]] = ShardCheckpoint(
+                item["SK"]["S"], seq, done, int(created) if created else None
+            )
         return found
 
     def save(self, checkpoint: ShardCheckpoint) -> None:
@@ -73,6 +79,8 @@ class ShardCheckpointStore:
         }
         if checkpoint.sequence is not None:
             item["sequence"] = {"S": checkpoint.sequence}
+        if checkpoint.created is not None:
+            item["created"] = {"N": str(checkpoint.created)}
         self._client.put_item(TableName=self._table, Item=item)
 
 

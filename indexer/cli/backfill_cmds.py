@@ -1,4 +1,5 @@
-"""CLI: ``sidecar backfill URI | --scan`` — index what the table already held before the stream.
+"""CLI: ``sidecar backfill URI | --scan | --export [--from T --to T]`` — index what the table
+already held before the stream (``--export`` asks DynamoDB for the export itself).
 
 Safe alongside the live stream and from an export of any age, since records only trigger a
 re-read of the table (see :mod:`indexer.sources.backfill`). Re-running resumes: done data files
@@ -7,7 +8,8 @@ re-read of the table (see :mod:`indexer.sources.backfill`). Re-running resumes: 
 
 from __future__ import annotations
 
-from typing import Annotated
+import time
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -25,7 +27,10 @@ from rich.table import Table
 from rich.text import Text
 
 from indexer.cli.preflight import require_tables
-from indexer.settings import get_settings
+from indexer.settings import Settings, get_settings
+
+if TYPE_CHECKING:
+    from indexer.sources.backfill import BackfillSummary
 
 console = Console(stderr=True)
 
@@ -50,26 +55,44 @@ def backfill(
     ] = None,
     restart: Annotated[bool, typer.Option(help="Forget earlier progress marks.")] = False,
     timeout: Annotated[float, typer.Option(help="Seconds to wait for one unit.")] = 3600.0,
+    export: Annotated[
+        bool, typer.Option("--export", help="Ask DynamoDB for a point-in-time export, then replay "
+                           "it (resumes the export already requested).")
+    ] = False,
+    since: Annotated[
+        str | None, typer.Option("--from", help="--export: incremental from this time "
+                                 "(ISO 8601, UTC unless zoned; or epoch seconds).")
+    ] = None,
+    until: Annotated[
+        str | None, typer.Option("--to", help="--export: incremental up to here (default now).")
+    ] = None,
+    bucket: Annotated[
+        str | None, typer.Option(help="--export: S3 bucket (default SIDECAR_EXPORT_BUCKET).")
+    ] = None,
+    prefix: Annotated[
+        str | None, typer.Option(help="--export: key prefix (default SIDECAR_EXPORT_PREFIX).")
+    ] = None,
+    poll: Annotated[
+        float, typer.Option(min=0.05, help="--export: DescribeExport every S s.")
+    ] = 10.0,
 ) -> None:
     """Replay an export (or a Scan) of the mail table through the workers, resumably."""
     from indexer.sources.backfill import backfill_export
     from indexer.sources.exports import ExportError
     from indexer.sources.scan import backfill_scan
 
-    if scan == (uri is not None):
-        raise typer.BadParameter("give either an s3:// export URI or --scan")
+    if sum((scan, uri is not None, export)) != 1:
+        raise typer.BadParameter("give one of: an s3:// export URI, --scan, --export")
+    if (since or until) and not export:
+        raise typer.BadParameter("--from/--to go with --export")
     settings = get_settings()
     require_tables(settings)
-    columns = (
-        TextColumn("{task.description:>6}"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        RateColumn(),
-        TimeElapsedColumn(),
-        TimeRemainingColumn(),
-    )
+    if export:
+        _export(settings, since, until, bucket, prefix, poll, parallel=parallel,
+                restart=restart, timeout_s=timeout)
+        return
     try:
-        with Progress(*columns, console=console) as bar:
+        with Progress(*_columns(), console=console) as bar:
             if uri is not None:
                 summary = backfill_export(
                     settings, uri, parallel=parallel, restart=restart, progress=bar,
@@ -83,8 +106,23 @@ def backfill(
     except ExportError as exc:
         console.print(f"[red]export unusable:[/red] {exc}")
         raise typer.Exit(2) from exc
+    _report(summary, "segments" if scan else "files")
+
+
+def _columns() -> tuple[ProgressColumn, ...]:
+    return (
+        TextColumn("{task.description:>6}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        RateColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+    )
+
+
+def _report(summary: BackfillSummary, unit: str) -> None:
+    """The totals as a table; exit 1 when anything was dead-lettered."""
     table = Table(title="backfill")
-    unit = "segments" if scan else "files"
     table.add_row(unit, str(summary.units))
     table.add_row(f"{unit} already done", str(summary.skipped))
     for name in ("read", "deduplicated", "applied", "dead_lettered", "ignored", "batches",
@@ -92,6 +130,58 @@ def backfill(
         table.add_row(name, str(getattr(summary, name)))
     console.print(table)
     raise typer.Exit(1 if summary.dead_lettered else 0)
+
+
+def _windows(since: str | None, until: str | None) -> list[Any]:
+    from indexer.core.export_window import Window, parse_time, windows
+
+    if since is None:
+        if until is not None:
+            raise typer.BadParameter("--to needs --from (without both: a full export)")
+        return [Window()]
+    try:
+        start = parse_time(since)
+        end = parse_time(until) if until else int(time.time())
+        return windows(start, end)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc)) from exc
+
+
+def _export(
+    settings: Settings, since: str | None, until: str | None, bucket: str | None,
+    prefix: str | None, poll: float, **replay: Any,
+) -> None:
+    """Export (or resume the export of) each window, wait with progress, replay it."""
+    from indexer.core.export_window import iso
+    from indexer.sources.export_jobs import export_and_backfill
+    from indexer.sources.exports import ExportError
+
+    target = bucket or settings.export_bucket
+    if not target:
+        raise typer.BadParameter("--export needs --bucket or SIDECAR_EXPORT_BUCKET")
+    plan = _windows(since, until)
+    for w in plan:
+        span = "full export" if not w.incremental else f"incremental {iso(w.start)} .. {iso(w.end)}"
+        console.print(f"export: {span} of {settings.table} to s3://{target}")
+    started = time.monotonic()
+
+    def on_status(desc: dict[str, Any]) -> None:
+        console.print(
+            f"export {desc.get('ExportArn')}: {desc.get('ExportStatus')} "
+            f"({time.monotonic() - started:.0f} s, {desc.get('ItemCount', 0)} items, "
+            f"{desc.get('BilledSizeBytes', 0)} bytes)"
+        )
+
+    try:
+        with Progress(*_columns(), console=console) as bar:
+            summary = export_and_backfill(
+                settings, plan, bucket=target, prefix=prefix or settings.export_prefix,
+                poll_s=poll, on_status=on_status, progress=bar, **replay,
+            )
+    except ExportError as exc:
+        console.print(f"[red]export unusable:[/red] {exc}")
+        raise typer.Exit(2) from exc
+    _report(summary, "files")
 
 
 def register(app: typer.Typer) -> None:

@@ -31,6 +31,7 @@ from indexer.adapters.errors import classify
 from indexer.adapters.state import Lease, ShardCheckpoint
 from indexer.adapters.streams import StreamReader, portable
 from indexer.core.errors import ErrorKind
+from indexer.core.export_window import gap_command
 from indexer.core.records import RawRecord
 from indexer.core.retry import backoff_seconds
 from indexer.metrics import STREAM_LAG
@@ -62,11 +63,20 @@ class ShardPositions(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class Gap:
-    """Records of ``shard_id`` after ``sequence`` (None: from its start) were never read."""
+    """Records of ``shard_id`` after ``sequence`` (None: from its start) were never read;
+    ``since`` is when the last applied record was written (None: unknown), ``seen`` when the
+    gap was found (epoch seconds): the window the repair export covers."""
 
     shard_id: str
     sequence: str | None
     reason: str
+    since: int | None = None
+    seen: int = 0
+
+    @property
+    def repair(self) -> str:
+        """The one command that replays the gap (an incremental export of its window)."""
+        return gap_command(self.since, self.seen)
 
 
 @dataclass(slots=True)
@@ -182,7 +192,7 @@ class StreamTailer:
             shard = self._shards.pop(sid, None)
             ckpt = shard.checkpoint if shard else self._saved[sid]
             if not ckpt.done:
-                self._gap(sid, ckpt.sequence, "shard left the stream before it was read to its end")
+                self._gap(ckpt, "shard left the stream before it was read to its end")
 
     def _new_shard(self, desc: dict[str, Any], *, first: bool) -> _Shard:
         sid = desc["ShardId"]
@@ -247,8 +257,16 @@ class StreamTailer:
 
     def _commit(self, shard: _Shard, page: _Page) -> None:
         last = page.records[-1]["dynamodb"]["SequenceNumber"] if page.records else None
+        created = (
+            portable(page.records[-1])["dynamodb"].get("ApproximateCreationDateTime")
+            if page.records
+            else None
+        )
         new = ShardCheckpoint(
-            shard.shard_id, last or shard.checkpoint.sequence, done=page.next_iterator is None
+            shard.shard_id,
+            last or shard.checkpoint.sequence,
+            done=page.next_iterator is None,
+            created=int(created) if created is not None else shard.checkpoint.created,
         )
         if new != shard.checkpoint:
             self._store.save(new)
@@ -276,7 +294,7 @@ class StreamTailer:
             shard.iterator = None
             return
         if code == "TrimmedDataAccessException":
-            self._gap(shard.shard_id, shard.checkpoint.sequence, "position already trimmed")
+            self._gap(shard.checkpoint, "position already trimmed")
             shard.iterator, shard.trimmed = None, True
             return
         if is_transient(exc):
@@ -292,18 +310,21 @@ class StreamTailer:
         base, cap = self._opt.backoff_base_s, self._opt.backoff_cap_s
         return backoff_seconds(max(0, attempt - 1), base=base, cap=cap)
 
-    def _gap(self, shard_id: str, sequence: str | None, reason: str) -> None:
+    def _gap(self, checkpoint: ShardCheckpoint, reason: str) -> None:
+        shard_id, sequence = checkpoint.shard_id, checkpoint.sequence
         if shard_id in self._reported:
             return
         self._reported.add(shard_id)
-        self.gaps.append(Gap(shard_id, sequence, reason))
+        gap = Gap(shard_id, sequence, reason, checkpoint.created, int(time.time()))
+        self.gaps.append(gap)
         GAPS.inc()
         log.error(
             "STREAM GAP: shard %s, records after sequence %s expired unread (%s); "
-            "the indexes may miss changes: run `sidecar backfill`",
+            "the indexes may miss changes: run `%s`",
             shard_id,
             sequence or "<start of shard>",
             reason,
+            gap.repair,
         )
 
     # -- the loop -----------------------------------------------------------------------------

@@ -6,12 +6,14 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from datetime import UTC, datetime
 from typing import Any
 
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
 from indexer.adapters.state import Lease, ShardCheckpoint
+from indexer.core.export_window import iso
 from indexer.sources.tail import GAPS, StreamTailer, TailOptions
 
 ARN = "arn:aws:dynamodb:us-east-1:0:table/t/stream/x"
@@ -237,14 +239,19 @@ def test_throttling_and_network_errors_are_retried_with_backoff() -> None:
     assert applied == seqs(fake, "A")
 
 
+WRITTEN = 1796083200
+LAST = datetime(2026, 12, 1, 9, 0, tzinfo=UTC)
+
+
 def test_expired_records_are_reported_as_gaps(caplog: pytest.LogCaptureFixture) -> None:
     fake = FakeStreams()
     fake.add_shard("B")
     fake.put("B", 4)
     fake.trimmed["B"] = 2  # the checkpointed record 1 and record 2 are gone
+    fake.records["B"][-1]["dynamodb"]["ApproximateCreationDateTime"] = LAST  # as boto3 gives it
     store = FakeCheckpoints(
         {
-            "gone": ShardCheckpoint("gone", "000000000000000000007"),
+            "gone": ShardCheckpoint("gone", "000000000000000000007", created=WRITTEN),
             "old": ShardCheckpoint("old", "000000000000000000003", done=True),
             "B": ShardCheckpoint("B", seqs(fake, "B")[0]),
         }
@@ -261,6 +268,15 @@ def test_expired_records_are_reported_as_gaps(caplog: pytest.LogCaptureFixture) 
     assert "gone" in caplog.text and "000000000000000000007" in caplog.text
     assert "sidecar backfill" in caplog.text
     assert applied == seqs(fake, "B")[2:]  # carries on from the oldest record left
+    # The repair is one command: an incremental export of the gap's window when the last
+    # applied record's time is known, else a full export.
+    gone = next(g for g in t.gaps if g.shard_id == "gone")
+    assert gone.since == WRITTEN and gone.seen >= WRITTEN
+    assert gone.repair == f"sidecar backfill --export --from {iso(WRITTEN - 60)} --to {iso(gone.seen)}"
+    assert f"run `{gone.repair}`" in caplog.text
+    assert "run `sidecar backfill --export`" in caplog.text  # B: no time was recorded
+    # Checkpoints now record the last applied record's time, for the next gap.
+    assert store.saved["B"].created == int(LAST.timestamp())
 
 
 def test_start_at_latest_skips_history_only_on_first_listing() -> None:
