@@ -14,6 +14,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
 from indexer.metrics import API_LATENCY, queue_registry
 from indexer.settings import Settings, get_settings
+from search_api import console
 from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
@@ -48,6 +49,8 @@ def create_app(settings: Settings | None = None, *, vectors: bool = True) -> Fas
         title="mail-search-sidecar", version="1", description=DESCRIPTION, lifespan=lifespan
     )
     app.include_router(router)
+    if settings.console_enabled:
+        console.mount(app)
     _metrics(app, settings)
     _errors(app)
     app.middleware("http")(_access_log)

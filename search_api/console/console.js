@@ -1,0 +1,238 @@
+// The search console: calls the public API with the bearer token kept in this tab's session
+// storage. Mail is untrusted: every value is set with textContent; only the API's exact
+// <mark>/</mark> highlight markers become elements (marked() below); no mail is parsed as HTML.
+"use strict";
+
+const TOKEN_KEY = "sidecar-console-token";
+const MAILBOX_KEY = "sidecar-console-mailbox";
+const $ = (id) => document.getElementById(id);
+const state = { params: null, cursors: [null], page: 0, done: 0 };
+
+class ApiError extends Error {}
+
+// Text with the API's highlight markers as <mark> elements; all else stays text.
+function marked(text) {
+  const out = document.createDocumentFragment();
+  let open = false;
+  for (const part of String(text).split(/(<mark>|<\/mark>)/)) {
+    if (part === "<mark>" || part === "</mark>") {
+      open = part === "<mark>";
+    } else if (part && open) {
+      const mark = document.createElement("mark");
+      mark.textContent = part;
+      out.append(mark);
+    } else if (part) {
+      out.append(document.createTextNode(part));
+    }
+  }
+  return out;
+}
+
+// The API's own message for a failed answer (detail, parse position, parameter errors).
+function describe(response, body) {
+  let text = `${response.status} ${response.statusText}`.trim();
+  if (body && typeof body.detail === "string") text += `: ${body.detail}`;
+  if (body && Number.isInteger(body.position)) text += ` (at position ${body.position})`;
+  if (body && Array.isArray(body.errors)) {
+    text += ` (${body.errors.map((e) => `${(e.loc || []).join(".")}: ${e.msg}`).join("; ")})`;
+  }
+  const retry = response.headers.get("Retry-After");
+  if (retry) text += ` (retry after ${retry} s)`;
+  return text;
+}
+
+async function api(path, params) {
+  const started = performance.now();
+  let response;
+  try {
+    response = await fetch(`${path}?${new URLSearchParams(params)}`, {
+      headers: { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY)}` },
+      cache: "no-store",
+      credentials: "omit",
+    });
+  } catch (err) {
+    throw new ApiError(`the API did not answer (${err.message})`);
+  }
+  const body = await response.json().catch(() => null);
+  if (response.status === 401) forgetToken("The API refused the token (401): type it again.");
+  if (!response.ok) throw new ApiError(describe(response, body));
+  return { body, ms: Math.round(performance.now() - started) };
+}
+
+function mailboxPath() {
+  return `/v1/mailboxes/${encodeURIComponent($("mailbox").value.trim())}`;
+}
+
+function text(el, value) {
+  el.textContent = value == null ? "" : String(value);
+  return el;
+}
+
+function fill(node, hit) {
+  const highlights = hit.highlights || {};
+  const subject = node.querySelector(".subject");
+  if (highlights.subject && highlights.subject.length) subject.append(marked(highlights.subject[0]));
+  else text(subject, hit.subject || "(no subject)");
+  const from = hit.from || {};
+  text(node.querySelector(".from"), from.name ? `${from.name} <${from.email}>` : from.email);
+  const date = node.querySelector(".date");
+  text(date, hit.date || (hit.ts == null ? "" : new Date(hit.ts * 1000).toISOString()));
+  date.dateTime = hit.date || "";
+  const size = hit.thread_messages;
+  let thread = size == null ? "" : `thread of ${size}`;
+  if (hit.thread_hits != null) thread = `${hit.thread_hits} matching · ${thread}`;
+  text(node.querySelector(".thread"), thread);
+  const attachments = hit.attachment_count || 0;
+  text(node.querySelector(".attachments"), attachments ? `📎 ${attachments}` : "");
+  text(node.querySelector(".score"), `score ${Number(hit.score).toFixed(3)}`);
+  const snippets = node.querySelector(".snippets");
+  for (const fragment of highlights.clean || []) {
+    snippets.append(document.createElement("li")).append(marked(fragment));
+  }
+  if (!snippets.children.length && hit.forai) {
+    text(snippets.appendChild(document.createElement("li")), hit.forai.slice(0, 240));
+  }
+}
+
+function renderHit(hit) {
+  const node = $("hit").content.firstElementChild.cloneNode(true);
+  node.dataset.key = hit.message_key;
+  fill(node, hit);
+  node.querySelector(".similar").addEventListener("click", () => toggleSimilar(node));
+  node.querySelector(".exclude").addEventListener("change", () => loadSimilar(node));
+  node.querySelector(".in-thread").addEventListener("click", () => {
+    $("q").value = `thread:${hit.thread_key}`;
+    $("search").requestSubmit();
+  });
+  return node;
+}
+
+function toggleSimilar(node) {
+  const panel = node.querySelector(".related");
+  panel.hidden = !panel.hidden;
+  if (!panel.hidden) loadSimilar(node);
+}
+
+function relatedHit(hit) {
+  const item = document.createElement("li");
+  item.className = "related-hit";
+  item.dataset.key = hit.message_key;
+  item.dataset.thread = hit.thread_key;
+  const from = hit.from || {};
+  text(item.appendChild(document.createElement("span")), hit.subject || "(no subject)");
+  text(item.appendChild(document.createElement("small")), ` ${from.name || from.email} · ${hit.date || ""}`);
+  return item;
+}
+
+async function loadSimilar(node) {
+  const list = node.querySelector(".related-hits");
+  const error = node.querySelector(".related-error");
+  list.replaceChildren();
+  error.hidden = true;
+  const params = { limit: 5, exclude_thread: node.querySelector(".exclude").checked };
+  try {
+    const { body } = await api(`${mailboxPath()}/messages/${node.dataset.key}/similar`, params);
+    list.append(...body.hits.map(relatedHit));
+    if (!body.hits.length) text(list.appendChild(document.createElement("li")), "nothing similar");
+  } catch (err) {
+    text(error, err.message).hidden = false;
+  }
+  finished();
+}
+
+function showError(message) {
+  $("hits").replaceChildren();
+  $("pager").hidden = true;
+  text($("status"), "");
+  text($("error"), message).hidden = false;
+}
+
+async function run() {
+  const params = { ...state.params };
+  const cursor = state.cursors[state.page];
+  if (cursor) params.cursor = cursor;
+  $("error").hidden = true;
+  try {
+    const { body, ms } = await api(`${mailboxPath()}/search`, params);
+    $("hits").replaceChildren(...body.hits.map(renderHit));
+    $("hits").start = state.page * Number(params.limit) + 1;
+    const more = body.next_cursor ? ", more on the next page" : "";
+    text($("status"), `${body.hits.length} hit(s) on page ${state.page + 1}${more} · ${ms} ms · ${params.mode}`);
+    state.cursors[state.page + 1] = body.next_cursor;
+    $("pager").hidden = !(state.page > 0 || body.next_cursor);
+    $("prev").disabled = state.page === 0;
+    $("next").disabled = !body.next_cursor;
+    text($("page"), `page ${state.page + 1}`);
+  } catch (err) {
+    showError(err.message);
+  }
+  finished();
+}
+
+// A counter of answered requests, for the browser tests to wait on.
+function finished() {
+  state.done += 1;
+  $("app").dataset.done = String(state.done);
+}
+
+function search(event) {
+  event.preventDefault();
+  sessionStorage.setItem(MAILBOX_KEY, $("mailbox").value.trim());
+  state.params = {
+    q: $("q").value,
+    mode: document.querySelector("input[name=mode]:checked").value,
+    sort: $("sort").value,
+    limit: $("limit").value,
+  };
+  if ($("collapse").checked) state.params.collapse = "thread";
+  state.cursors = [null];
+  state.page = 0;
+  run();
+}
+
+function page(step) {
+  state.page += step;
+  run();
+}
+
+function forgetToken(message) {
+  sessionStorage.removeItem(TOKEN_KEY);
+  text($("login-error"), message).hidden = !message;
+  show();
+}
+
+function show() {
+  const known = Boolean(sessionStorage.getItem(TOKEN_KEY));
+  $("login").hidden = known;
+  $("forget").hidden = !known;
+  $("app").hidden = !known;
+  (known ? $("q") : $("token")).focus();
+}
+
+function start() {
+  const wanted = new URLSearchParams(location.search).get("mailbox");
+  $("mailbox").value = wanted || sessionStorage.getItem(MAILBOX_KEY) || "";
+  $("login").addEventListener("submit", (event) => {
+    event.preventDefault();
+    sessionStorage.setItem(TOKEN_KEY, $("token").value.trim());
+    $("token").value = "";
+    $("login-error").hidden = true;
+    show();
+  });
+  $("forget").addEventListener("click", () => forgetToken(""));
+  $("search").addEventListener("submit", search);
+  for (const input of document.querySelectorAll("input[name=mode], #collapse, #sort, #limit")) {
+    input.addEventListener("change", () => state.params && $("search").requestSubmit());
+  }
+  $("prev").addEventListener("click", () => page(-1));
+  $("next").addEventListener("click", () => page(1));
+  for (const code of $("examples").querySelectorAll("td:first-child code")) {
+    code.addEventListener("click", () => {
+      $("q").value = code.textContent;
+      $("q").focus();
+    });
+  }
+  show();
+}
+
+document.addEventListener("DOMContentLoaded", start);
