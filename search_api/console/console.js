@@ -10,7 +10,18 @@ const state = { params: null, cursors: [null], page: 0, done: 0 };
 
 class ApiError extends Error {}
 
-// Text with the API's highlight markers as <mark> elements; all else stays text.
+// Snippets come HTML-escaped by OpenSearch's encoder (& < > " ' /): its entities become
+// characters again, which are then set as text.
+const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"' };
+function unescape(text) {
+  return text.replace(/&(amp|lt|gt|quot|#x[0-9a-fA-F]+|#[0-9]+);/g, (whole, name) => {
+    if (name[0] !== "#") return ENTITIES[name];
+    const code = name[1] === "x" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
+    return code <= 0x10ffff ? String.fromCodePoint(code) : whole;
+  });
+}
+
+// A snippet with the API's exact highlight markers as <mark> elements; all else stays text.
 function marked(text) {
   const out = document.createDocumentFragment();
   let open = false;
@@ -19,10 +30,10 @@ function marked(text) {
       open = part === "<mark>";
     } else if (part && open) {
       const mark = document.createElement("mark");
-      mark.textContent = part;
+      mark.textContent = unescape(part);
       out.append(mark);
     } else if (part) {
-      out.append(document.createTextNode(part));
+      out.append(document.createTextNode(unescape(part)));
     }
   }
   return out;
@@ -87,7 +98,7 @@ function fill(node, hit) {
   text(node.querySelector(".score"), `score ${Number(hit.score).toFixed(3)}`);
   const snippets = node.querySelector(".snippets");
   for (const fragment of highlights.clean || []) {
-    snippets.append(document.createElement("li")).append(marked(fragment));
+    snippets.appendChild(document.createElement("li")).append(marked(fragment));
   }
   if (!snippets.children.length && hit.forai) {
     text(snippets.appendChild(document.createElement("li")), hit.forai.slice(0, 240));

@@ -1,0 +1,285 @@
+"""The search console in a real browser: Debian's headless Chromium, driven by Selenium through
+Debian's ChromeDriver (nothing downloads a browser), against ``sidecar serve`` on the local
+stack, over the demo's sample mailbox plus one hostile message indexed by the real pipeline.
+
+``SIDECAR_CONSOLE_SCREENSHOT=docs/console.png`` also writes the README's screenshot.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+import pytest
+from selenium import webdriver
+from selenium.webdriver.chrome.options import Options
+from selenium.webdriver.chrome.service import Service
+from selenium.webdriver.common.by import By
+from selenium.webdriver.remote.webdriver import WebDriver
+from selenium.webdriver.remote.webelement import WebElement
+from selenium.webdriver.support.ui import Select, WebDriverWait
+
+from indexer.settings import Settings
+from tests.api_fixtures import TOKEN_A, Api, index_all, mail, start_api, store_all
+from tests.ops_helpers import SAMPLE
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
+
+CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
+FLAGS = (
+    "--headless=new",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--window-size=1280,1100",
+)
+HOSTILE_SUBJECT = '<img src=x onerror="window.__pwned=1">Hostile invoice \u202etxt.exe'
+HOSTILE_BODY = "Pay this hostile invoice <b>today</b>: <script>window.__pwned=2</script>"
+HOSTILE = mail(
+    900,
+    HOSTILE_SUBJECT,
+    HOSTILE_BODY,
+    sender=('"><svg onload=alert(1)>', "evil@attacker.example"),
+    to=["demo@example.com"],
+    day=20,
+)
+
+
+def key(message_id: str) -> str:
+    return hashlib.sha256(message_id.encode()).hexdigest()
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    unique = uuid.uuid4().hex[:8]
+    tmp = tmp_path_factory.mktemp("console")
+    settings = Settings(
+        table=f"console-{unique}",
+        opensearch_index=f"console-{unique}",
+        qdrant_collection=f"console-{unique}",
+        qdrant_path=tmp / "qdrant",
+        queue_prefix=f"console-{unique}",
+        console=True,
+    )
+    sample = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
+    for running in start_api(settings, tmp, "demo@example.com", f"other-{unique}"):
+        store_all(settings, running.mailbox_a, [*sample, HOSTILE])
+        index_all(settings, tmp)
+        yield running
+
+
+@pytest.fixture(scope="module")
+def browser(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
+    for program in (CHROMIUM, CHROMEDRIVER):  # installed by .ci/run; never skipped
+        assert shutil.which(program), f"{program} missing: apt-get install chromium chromium-driver"
+    options = Options()
+    options.binary_location = CHROMIUM
+    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
+        options.add_argument(flag)
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    try:
+        driver.get(f"{api.url}/console?mailbox={quote(api.mailbox_a)}")
+        driver.find_element(By.ID, "token").send_keys(TOKEN_A)
+        driver.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+        yield driver
+    finally:
+        driver.quit()
+
+
+def answered(driver: WebDriver, action: Callable[[], Any]) -> None:
+    """Do ``action`` and wait until the console has the API's answer to it."""
+    before = int(driver.find_element(By.ID, "app").get_attribute("data-done") or 0)
+    action()
+    WebDriverWait(driver, 60).until(
+        lambda d: int(d.find_element(By.ID, "app").get_attribute("data-done") or 0) > before
+    )
+
+
+def search(driver: WebDriver, q: str, *, limit: str = "10") -> None:
+    Select(driver.find_element(By.ID, "limit")).select_by_visible_text(limit)
+    box = driver.find_element(By.ID, "q")
+    box.clear()
+    box.send_keys(q)
+    answered(driver, driver.find_element(By.ID, "go").click)
+
+
+def hits(driver: WebDriver) -> list[WebElement]:
+    return driver.find_elements(By.CSS_SELECTOR, "#hits > li.hit")
+
+
+def hit_keys(driver: WebDriver) -> list[str]:
+    return [h.get_attribute("data-key") or "" for h in hits(driver)]
+
+
+def page_state(driver: WebDriver) -> str:
+    """What the page shows, for a failing assertion's message."""
+    return str(driver.execute_script(
+        "return [document.getElementById('status').textContent,"
+        " document.getElementById('error').textContent, document.body.innerText.slice(0, 2000)]"
+    )) + str(driver.get_log("browser"))
+
+
+def text_of(driver: WebDriver, element: WebElement) -> str:
+    """The DOM's textContent: what the page holds as text, hidden parts included."""
+    return str(driver.execute_script("return arguments[0].textContent", element))
+
+
+def status(driver: WebDriver) -> str:
+    return driver.find_element(By.ID, "status").text
+
+
+def test_token_lives_in_session_storage_only(api: Api, browser: WebDriver) -> None:
+    stored = browser.execute_script(
+        "return [sessionStorage.getItem('sidecar-console-token'), localStorage.length,"
+        " document.cookie]"
+    )
+    assert stored == [TOKEN_A, 0, ""]
+    assert TOKEN_A not in browser.current_url
+    assert browser.find_element(By.ID, "token").get_attribute("value") == ""
+
+
+def test_operator_query_shows_the_expected_hits(browser: WebDriver) -> None:
+    search(browser, "from:travel subject:lisbon")
+    expected = {key("lisbon-offsite-2@northwind.example"), key("lisbon-offsite-5@northwind.example")}
+    assert set(hit_keys(browser)) == expected, page_state(browser)
+    assert status(browser).startswith("2 hit(s) on page 1") and " ms · fulltext" in status(browser)
+    first = hits(browser)[0]
+    assert first.find_element(By.CSS_SELECTOR, ".subject mark").text == "Lisbon"
+    assert "travel@northwind.example" in first.find_element(By.CSS_SELECTOR, ".from").text
+    assert first.find_element(By.CSS_SELECTOR, ".thread").text == "thread of 6"
+    assert first.find_element(By.CSS_SELECTOR, ".date").text.startswith("2025-03-0")
+
+
+def test_syntax_help_is_one_click_away(browser: WebDriver) -> None:
+    browser.find_element(By.CSS_SELECTOR, "#syntax summary").click()
+    example = browser.find_element(By.XPATH, "//*[@id='examples']//code[text()='has:attachment']")
+    example.click()
+    assert browser.find_element(By.ID, "q").get_attribute("value") == "has:attachment"
+    answered(browser, browser.find_element(By.ID, "go").click)
+    assert hit_keys(browser) == [key("outage-0311-1@northwind.example")]
+    assert "📎 1" in hits(browser)[0].text
+
+
+def test_mode_switch_changes_the_ranking(browser: WebDriver) -> None:
+    search(browser, "checkout outage")
+    fulltext = hit_keys(browser)
+    assert fulltext and all(h.find_elements(By.CSS_SELECTOR, "mark") for h in hits(browser))
+    answered(browser, browser.find_element(By.CSS_SELECTOR, "input[value=semantic]").click)
+    semantic = hit_keys(browser)
+    assert "· semantic" in status(browser)
+    assert semantic and semantic != fulltext
+    answered(browser, browser.find_element(By.CSS_SELECTOR, "input[value=hybrid]").click)
+    assert "· hybrid" in status(browser) and hit_keys(browser)
+    answered(browser, browser.find_element(By.CSS_SELECTOR, "input[value=fulltext]").click)
+    assert hit_keys(browser) == fulltext
+
+
+def test_collapse_shows_one_hit_per_thread(browser: WebDriver) -> None:
+    search(browser, "release OR outage")
+    answered(browser, browser.find_element(By.ID, "collapse").click)
+    threads = [h.find_element(By.CSS_SELECTOR, ".thread").text for h in hits(browser)]
+    assert len(threads) >= 2 and all(" matching · thread of " in t for t in threads), threads
+    answered(browser, browser.find_element(By.ID, "collapse").click)
+
+
+def test_similar_opens_with_the_exclude_thread_toggle(browser: WebDriver) -> None:
+    search(browser, "lemon tart recipe")
+    first = hits(browser)[0]
+    own_thread = key("lemon-tart-1@northwind.example")
+    answered(browser, first.find_element(By.CSS_SELECTOR, "button.similar").click)
+    related = first.find_elements(By.CSS_SELECTOR, ".related-hit")
+    assert related and first.find_element(By.CSS_SELECTOR, ".related").is_displayed()
+    assert own_thread not in {r.get_attribute("data-thread") for r in related}
+    answered(browser, first.find_element(By.CSS_SELECTOR, ".exclude").click)
+    related = first.find_elements(By.CSS_SELECTOR, ".related-hit")
+    assert own_thread in {r.get_attribute("data-thread") for r in related}
+    assert first.get_attribute("data-key") not in {r.get_attribute("data-key") for r in related}
+
+
+def test_cursor_paging_reaches_the_second_page(browser: WebDriver) -> None:
+    search(browser, "release OR outage OR offsite", limit="5")
+    page1 = hit_keys(browser)
+    assert len(page1) == 5 and "more on the next page" in status(browser)
+    assert browser.find_element(By.ID, "prev").get_attribute("disabled") == "true"
+    answered(browser, browser.find_element(By.ID, "next").click)
+    page2 = hit_keys(browser)
+    assert len(page2) == 5 and not set(page1) & set(page2)
+    assert status(browser).startswith("5 hit(s) on page 2")
+    assert browser.find_element(By.ID, "page").text == "page 2"
+    answered(browser, browser.find_element(By.ID, "prev").click)
+    assert hit_keys(browser) == page1
+
+
+@pytest.mark.parametrize(
+    ("q", "mailbox", "status_line"),
+    [
+        ("(release", None, "400"),
+        ("x" * 1100, None, "413"),
+        ("release", "other", "403"),
+    ],
+)
+def test_error_answers_show_the_api_message(
+    api: Api, browser: WebDriver, q: str, mailbox: str | None, status_line: str
+) -> None:
+    target = api.mailbox_b if mailbox else api.mailbox_a
+    answer = api.search(q, mailbox=target, limit=10)
+    assert answer.status_code == int(status_line)
+    box = browser.find_element(By.ID, "mailbox")
+    box.clear()
+    box.send_keys(target)
+    try:
+        search(browser, q)
+        error = browser.find_element(By.ID, "error")
+        assert error.is_displayed() and error.text.startswith(status_line)
+        assert answer.json()["detail"] in error.text
+        assert hits(browser) == []
+    finally:
+        box.clear()
+        box.send_keys(api.mailbox_a)
+
+
+def test_hostile_mail_renders_as_text_and_runs_nothing(browser: WebDriver) -> None:
+    browser.get_log("browser")  # forget what earlier tests logged (e.g. their 400 answers)
+    search(browser, "hostile invoice")
+    [hit] = hits(browser)
+    assert hit.get_attribute("data-key") == key("<msg900@example.org>")
+    subject = hit.find_element(By.CSS_SELECTOR, ".subject")
+    assert text_of(browser, subject) == HOSTILE_SUBJECT
+    assert [m.text for m in subject.find_elements(By.TAG_NAME, "mark")] == ["Hostile", "invoice"]
+    assert "<script>window.__pwned=2</script>" in text_of(browser, hit.find_element(By.CSS_SELECTOR, ".snippets"))
+    assert "<b>today</b>" in text_of(browser, hit)
+    assert '"><svg onload=alert(1)>' in text_of(browser, hit.find_element(By.CSS_SELECTOR, ".from"))
+    for tag in ("img", "script", "svg", "b", "iframe"):
+        assert browser.find_elements(By.CSS_SELECTOR, f"#hits {tag}") == [], tag
+    assert browser.execute_script("return window.__pwned") is None
+    answered(browser, hit.find_element(By.CSS_SELECTOR, "button.similar").click)
+    assert browser.execute_script("return window.__pwned") is None
+    logged = browser.get_log("browser")
+    assert logged == [], logged  # no CSP violation, no failed load of "x", no error
+    browser.execute_script("console.warn('control')")  # the log is read for real
+    assert any("control" in entry["message"] for entry in browser.get_log("browser"))
+
+
+def test_screenshot_of_the_demo_mailbox(browser: WebDriver, tmp_path: Path) -> None:
+    search(browser, "from:priya release")
+    first = hits(browser)[0]
+    answered(browser, first.find_element(By.CSS_SELECTOR, "button.similar").click)
+    browser.execute_script("document.getElementById('syntax').open = false")
+    shot = tmp_path / "console.png"
+    assert browser.save_screenshot(str(shot))
+    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+    wanted = os.environ.get("SIDECAR_CONSOLE_SCREENSHOT")
+    if wanted:
+        shutil.copyfile(shot, wanted)
