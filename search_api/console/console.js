@@ -79,6 +79,13 @@ function text(el, value) {
   return el;
 }
 
+// "2025-03-03 09:12 UTC" from the message's date (or its timestamp when it has none).
+function when(hit) {
+  const date = hit.date ? new Date(hit.date) : new Date((hit.ts || 0) * 1000);
+  if (Number.isNaN(date.getTime())) return String(hit.date);
+  return `${date.toISOString().slice(0, 16).replace("T", " ")} UTC`;
+}
+
 function fill(node, hit) {
   const highlights = hit.highlights || {};
   const subject = node.querySelector(".subject");
@@ -87,7 +94,7 @@ function fill(node, hit) {
   const from = hit.from || {};
   text(node.querySelector(".from"), from.name ? `${from.name} <${from.email}>` : from.email);
   const date = node.querySelector(".date");
-  text(date, hit.date || (hit.ts == null ? "" : new Date(hit.ts * 1000).toISOString()));
+  text(date, when(hit));
   date.dateTime = hit.date || "";
   const size = hit.thread_messages;
   let thread = size == null ? "" : `thread of ${size}`;
@@ -131,7 +138,7 @@ function relatedHit(hit) {
   item.dataset.thread = hit.thread_key;
   const from = hit.from || {};
   text(item.appendChild(document.createElement("span")), hit.subject || "(no subject)");
-  text(item.appendChild(document.createElement("small")), ` ${from.name || from.email} · ${hit.date || ""}`);
+  text(item.appendChild(document.createElement("small")), ` ${from.name || from.email} · ${when(hit)}`);
   return item;
 }
 
