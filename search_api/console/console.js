@@ -6,14 +6,14 @@
 const TOKEN_KEY = "sidecar-console-token";
 const MAILBOX_KEY = "sidecar-console-mailbox";
 const $ = (id) => document.getElementById(id);
-const state = { params: null, cursors: [null], page: 0, done: 0 };
+const state = { mailbox: "", params: null, cursors: [null], page: 0, ticket: 0, done: 0 };
 
 class ApiError extends Error {}
 
 // Snippets come HTML-escaped by OpenSearch's encoder (& < > " ' /): its entities become
 // characters again, which are then set as text.
 const ENTITIES = { amp: "&", lt: "<", gt: ">", quot: '"' };
-function unescape(text) {
+function decodeEntities(text) {
   return text.replace(/&(amp|lt|gt|quot|#x[0-9a-fA-F]+|#[0-9]+);/g, (whole, name) => {
     if (name[0] !== "#") return ENTITIES[name];
     const code = name[1] === "x" ? parseInt(name.slice(2), 16) : parseInt(name.slice(1), 10);
@@ -30,10 +30,10 @@ function marked(text) {
       open = part === "<mark>";
     } else if (part && open) {
       const mark = document.createElement("mark");
-      mark.textContent = unescape(part);
+      mark.textContent = decodeEntities(part);
       out.append(mark);
     } else if (part) {
-      out.append(document.createTextNode(unescape(part)));
+      out.append(document.createTextNode(decodeEntities(part)));
     }
   }
   return out;
@@ -70,8 +70,9 @@ async function api(path, params) {
   return { body, ms: Math.round(performance.now() - started) };
 }
 
+// The mailbox of the current search (editing the box takes effect at the next search).
 function mailboxPath() {
-  return `/v1/mailboxes/${encodeURIComponent($("mailbox").value.trim())}`;
+  return `/v1/mailboxes/${encodeURIComponent(state.mailbox)}`;
 }
 
 function text(el, value) {
@@ -169,9 +170,11 @@ async function run() {
   const params = { ...state.params };
   const cursor = state.cursors[state.page];
   if (cursor) params.cursor = cursor;
+  const ticket = ++state.ticket;
   $("error").hidden = true;
   try {
     const { body, ms } = await api(`${mailboxPath()}/search`, params);
+    if (ticket !== state.ticket) return; // a later search has been sent: its answer counts
     $("hits").replaceChildren(...body.hits.map(renderHit));
     $("hits").start = state.page * Number(params.limit) + 1;
     const more = body.next_cursor ? ", more on the next page" : "";
@@ -182,7 +185,7 @@ async function run() {
     $("next").disabled = !body.next_cursor;
     text($("page"), `page ${state.page + 1}`);
   } catch (err) {
-    showError(err.message);
+    if (ticket === state.ticket) showError(err.message);
   }
   finished();
 }
@@ -195,7 +198,8 @@ function finished() {
 
 function search(event) {
   event.preventDefault();
-  sessionStorage.setItem(MAILBOX_KEY, $("mailbox").value.trim());
+  state.mailbox = $("mailbox").value.trim();
+  sessionStorage.setItem(MAILBOX_KEY, state.mailbox);
   state.params = {
     q: $("q").value,
     mode: document.querySelector("input[name=mode]:checked").value,

@@ -114,11 +114,14 @@ def answered(driver: WebDriver, action: Callable[[], Any]) -> None:
 
 
 def search(driver: WebDriver, q: str, *, limit: str = "10") -> None:
-    Select(driver.find_element(By.ID, "limit")).select_by_visible_text(limit)
     box = driver.find_element(By.ID, "q")
     box.clear()
     box.send_keys(q)
-    answered(driver, driver.find_element(By.ID, "go").click)
+    per_page = Select(driver.find_element(By.ID, "limit"))
+    if per_page.first_selected_option.text != limit:  # a changed option searches by itself
+        answered(driver, lambda: per_page.select_by_visible_text(limit))
+    else:
+        answered(driver, driver.find_element(By.ID, "go").click)
 
 
 def hits(driver: WebDriver) -> list[WebElement]:
