@@ -15,41 +15,34 @@ import shutil
 import subprocess
 import sys
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import quote
 
 import httpx
 import pytest
-from selenium import webdriver
-from selenium.webdriver.chrome.options import Options
-from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
-from selenium.webdriver.remote.webelement import WebElement
-from selenium.webdriver.support.ui import Select, WebDriverWait
 
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from tests.api_fixtures import TOKEN_A, Api, free_port, index_all, mail, start_api, store_all
+from tests.console_browser import (
+    answered,
+    chromium,
+    hit_keys,
+    hits,
+    log_in,
+    page_state,
+    search,
+    status,
+    text_of,
+)
 from tests.ops_helpers import SAMPLE
 from tests.pipeline_helpers import wait_until
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
-CHROMIUM, CHROMEDRIVER = "/usr/bin/chromium", "/usr/bin/chromedriver"
-FLAGS = (
-    "--headless=new",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-quic",
-    "--no-first-run",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--window-size=1280,1100",
-)
 HOSTILE_SUBJECT = '<img src=x onerror="window.__pwned=1">Hostile invoice \u202etxt.exe'
 HOSTILE_BODY = "Pay this hostile invoice <b>today</b>: <script>window.__pwned=2</script>"
 HOSTILE = mail(
@@ -87,66 +80,12 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 
 @pytest.fixture(scope="module")
 def browser(api: Api, tmp_path_factory: pytest.TempPathFactory) -> Iterator[WebDriver]:
-    for program in (CHROMIUM, CHROMEDRIVER):  # installed by .ci/run; never skipped
-        assert shutil.which(program), f"{program} missing: apt-get install chromium chromium-driver"
-    options = Options()
-    options.binary_location = CHROMIUM
-    for flag in (*FLAGS, f"--user-data-dir={tmp_path_factory.mktemp('chromium')}"):
-        options.add_argument(flag)
-    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
-    driver = webdriver.Chrome(service=Service(CHROMEDRIVER), options=options)
+    driver = chromium(tmp_path_factory.mktemp("chromium"))
     try:
-        driver.get(f"{api.url}/console?mailbox={quote(api.mailbox_a)}")
-        driver.find_element(By.ID, "token").send_keys(TOKEN_A)
-        driver.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+        log_in(driver, api.url, api.mailbox_a, TOKEN_A)
         yield driver
     finally:
         driver.quit()
-
-
-def answered(driver: WebDriver, action: Callable[[], Any]) -> None:
-    """Do ``action`` and wait until the console has the API's answer to it."""
-    before = int(driver.find_element(By.ID, "app").get_attribute("data-done") or 0)
-    action()
-    WebDriverWait(driver, 60).until(
-        lambda d: int(d.find_element(By.ID, "app").get_attribute("data-done") or 0) > before
-    )
-
-
-def search(driver: WebDriver, q: str, *, limit: str = "10") -> None:
-    box = driver.find_element(By.ID, "q")
-    box.clear()
-    box.send_keys(q)
-    per_page = Select(driver.find_element(By.ID, "limit"))
-    if per_page.first_selected_option.text != limit:  # a changed option searches by itself
-        answered(driver, lambda: per_page.select_by_visible_text(limit))
-    else:
-        answered(driver, driver.find_element(By.ID, "go").click)
-
-
-def hits(driver: WebDriver) -> list[WebElement]:
-    return driver.find_elements(By.CSS_SELECTOR, "#hits > li.hit")
-
-
-def hit_keys(driver: WebDriver) -> list[str]:
-    return [h.get_attribute("data-key") or "" for h in hits(driver)]
-
-
-def page_state(driver: WebDriver) -> str:
-    """What the page shows, for a failing assertion's message."""
-    return str(driver.execute_script(
-        "return [document.getElementById('status').textContent,"
-        " document.getElementById('error').textContent, document.body.innerText.slice(0, 2000)]"
-    )) + str(driver.get_log("browser"))
-
-
-def text_of(driver: WebDriver, element: WebElement) -> str:
-    """The DOM's textContent: what the page holds as text, hidden parts included."""
-    return str(driver.execute_script("return arguments[0].textContent", element))
-
-
-def status(driver: WebDriver) -> str:
-    return driver.find_element(By.ID, "status").text
 
 
 def test_token_lives_in_session_storage_only(api: Api, browser: WebDriver) -> None:
@@ -303,9 +242,7 @@ def test_unavailable_backend_shows_the_503_message(
     try:
         url = f"http://127.0.0.1:{port}"
         assert wait_until(lambda: _healthy(url), timeout=90), "the replica did not start"
-        browser.get(f"{url}/console?mailbox={quote(api.mailbox_a)}")  # another origin: log in
-        browser.find_element(By.ID, "token").send_keys(TOKEN_A)
-        browser.find_element(By.CSS_SELECTOR, "#login button[type=submit]").click()
+        log_in(browser, url, api.mailbox_a, TOKEN_A)  # another origin: its own session storage
         browser.find_element(By.CSS_SELECTOR, "input[value=semantic]").click()
         search(browser, "server went down at night")
         error = browser.find_element(By.ID, "error")
