@@ -159,11 +159,20 @@ class Settings(BaseSettings):
     dlq_ttl_days: int = Field(
         default=30, ge=1, description="Days a dead-letter entry is kept before it expires."
     )
+    console: bool | None = Field(
+        default=None,
+        description="Serve the search console at /console; unset = only with env 'dev'.",
+    )
 
     @property
     def resolved_state_table(self) -> str:
         """The sidecar's own table: explicit, or derived from the mail table's name."""
         return self.state_table or f"{self.table}-sidecar"
+
+    @property
+    def console_enabled(self) -> bool:
+        """``SIDECAR_CONSOLE`` decides when set; otherwise the console is a dev-only page."""
+        return self.env == "dev" if self.console is None else self.console
 
     @property
     def fulltext_queue(self) -> str:

@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 from indexer.adapters.broker import queue_registry
 from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
+from search_api import console
 from search_api.auth import TokenTable
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorCodec, CursorError
@@ -68,6 +69,8 @@ def create_app(
         redoc_url="/redoc" if dev else None,
     )
     app.include_router(router)
+    if settings.console_enabled:
+        console.mount(app)
     _metrics(app, settings)
     _errors(app)
     app.middleware("http")(_access_log)

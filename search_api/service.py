@@ -42,6 +42,7 @@ ROW_FIELDS = (
     "in_reply_to",
     "clean_fallback",
 )
+THREAD_SIZE = "thread_messages"  # messages in the hit's thread (the thread summary's count)
 
 
 @dataclass
@@ -180,16 +181,22 @@ def join_rows(
     backends: Backends, mailbox: str, hits: list[Candidate]
 ) -> list[tuple[Candidate, dict[str, Any]]]:
     """Each hit with its hot Message row, rank order kept; vanished rows are dropped and their
-    messages repaired (deleted from both indexes through the normal pipeline)."""
+    messages repaired (deleted from both indexes through the normal pipeline). The thread
+    summaries come in the same BatchGetItem: their ``message_count`` is the hit's thread size."""
     keys = {
         c.message_key: (thread_pk(mailbox, c.thread_key), message_sk(c.ts, c.message_key))
         for c in hits
     }
+    threads = {c.thread_key: (thread_pk(mailbox, c.thread_key), "THREAD") for c in hits}
     try:
-        rows = backends.store.get_items(keys.values())
+        rows = backends.store.get_items([*keys.values(), *threads.values()])
     except TransientError as exc:
         raise BackendUnavailable("dynamodb", str(exc)) from exc
-    joined = [(c, rows[keys[c.message_key]]) for c in hits if keys[c.message_key] in rows]
+    joined = [
+        (c, {**rows[keys[c.message_key]], THREAD_SIZE: _count(rows.get(threads[c.thread_key]))})
+        for c in hits
+        if keys[c.message_key] in rows
+    ]
     gone = [MessageRef(mailbox, c.message_key) for c in hits if keys[c.message_key] not in rows]
     if gone:
         backends.repair(gone)
@@ -207,6 +214,12 @@ def policy_scores(settings: Settings, ranked: list[Candidate], first_rank: int) 
     if settings.expose_scores:
         return [c.score for c in ranked]
     return [1.0 / (1 + first_rank + i) for i in range(len(ranked))]
+
+
+def _count(summary: dict[str, Any] | None) -> int | None:
+    """A thread summary's ``message_count`` (None while the writer has not stored it)."""
+    count = (summary or {}).get("message_count")
+    return int(count) if count is not None else None
 
 
 def render(
@@ -227,6 +240,7 @@ def render(
             else value
         )
     hit["clean_fallback"] = bool(hit["clean_fallback"])
+    hit[THREAD_SIZE] = row.get(THREAD_SIZE)
     if mode == "fulltext" or candidate.highlights:
         hit["highlights"] = candidate.highlights or {}
     if candidate.thread_hits is not None:

@@ -52,6 +52,13 @@ def _show(url: str, path: str, params: dict[str, Any]) -> dict[str, Any]:
     return body
 
 
+def console_line(url: str, mailbox: str) -> str:
+    """Where the search console is (on with ``SIDECAR_ENV=dev``) and the token to type in it:
+    the token is never put in the URL (the console keeps it in the tab's session storage)."""
+    address = f"{url}/console?{urlencode({'mailbox': mailbox})}"
+    return f"[bold]Search console:[/bold] {address}  (token: {DEV_TOKEN})"
+
+
 def serve_and_show(settings: Settings, mailbox: str) -> None:
     env = {
         **os.environ,
@@ -73,6 +80,7 @@ def serve_and_show(settings: Settings, mailbox: str) -> None:
             f"\nAPI serving on {url} (OpenAPI: {url}/openapi.json, dev token "
             f"'{DEV_TOKEN}'). Ctrl-C to stop."
         )
+        console.print(console_line(url, mailbox), soft_wrap=True)
         proc.wait()
     except KeyboardInterrupt:
         pass
