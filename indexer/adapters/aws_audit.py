@@ -38,6 +38,8 @@ ROLE_OF: tuple[tuple[str, str], ...] = (
     ("indexer.sources.backfill", "backfill"),
     ("indexer.sources.scan", "backfill"),
     ("indexer.sources.exports", "backfill"),
+    ("indexer.adapters.export_jobs", "backfill"),
+    ("indexer.sources.export_backfill", "backfill"),
     ("indexer.cli.pipeline_cmds.ingest", "backfill"),
     ("indexer.sources.files", "backfill"),
     ("indexer.cli.init_cmds", "operator"),

@@ -153,7 +153,7 @@ def _export(
 ) -> None:
     """Export (or resume the export of) each window, wait with progress, replay it."""
     from indexer.core.export_window import iso
-    from indexer.sources.export_jobs import export_and_backfill
+    from indexer.sources.export_backfill import export_and_backfill
     from indexer.sources.exports import ExportError
 
     target = bucket or settings.export_bucket

@@ -31,10 +31,10 @@ from typing import Any
 import pytest
 
 from indexer.adapters import aws
+from indexer.adapters.export_jobs import ExportJob, ExportJobs, start
 from indexer.adapters.state import ShardCheckpoint, ShardCheckpointStore
 from indexer.core.export_window import Window, iso
 from indexer.settings import Settings, to_env
-from indexer.sources.export_jobs import ExportJob, ExportJobs, start
 from sidecar_tools.writer.files import load_file
 from sidecar_tools.writer.store import delete_message
 from tests.conftest import CORPORA

@@ -21,15 +21,13 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import Any
 
 from botocore.exceptions import ClientError
 
 from indexer.core.export_window import Window
-from indexer.settings import Settings
-from indexer.sources.backfill import BackfillSummary, backfill_export, state_client
 from indexer.sources.exports import ExportError
 
 PENDING, DONE, FAILED = "IN_PROGRESS", "COMPLETED", "FAILED"
@@ -184,30 +182,3 @@ def finish(jobs: ExportJobs, job: ExportJob) -> ExportJob:
     done = replace(job, backfilled=True)
     jobs.put(done)
     return done
-
-
-def export_and_backfill(
-    settings: Settings,
-    windows: list[Window],
-    *,
-    bucket: str,
-    prefix: str,
-    poll_s: float = 10.0,
-    on_status: Status | None = None,
-    **replay: Any,
-) -> BackfillSummary:
-    """Each window: export (or resume its export), wait, replay; the summaries added up.
-
-    ``replay`` goes to :func:`indexer.sources.backfill.backfill_export` (parallel, progress,
-    timeout_s, restart)."""
-    ddb = state_client(settings)
-    jobs = ExportJobs(ddb, settings.resolved_state_table, settings.table)
-    total = BackfillSummary()
-    for window in windows:
-        job = wait(jobs, ddb, start(jobs, ddb, window, bucket, prefix), poll_s=poll_s,
-                   on_status=on_status)
-        part = backfill_export(settings, job.uri, **replay)
-        finish(jobs, job)
-        for f in fields(total):
-            setattr(total, f.name, getattr(total, f.name) + getattr(part, f.name))
-    return total
