@@ -54,7 +54,7 @@ def healthz() -> dict[str, str]:
 @router.get("/readyz")
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     checks: dict[str, Callable[[], object]] = {
-        "opensearch": b.opensearch.ping,
+        "opensearch": lambda: b.opensearch.ping(),
         "qdrant": lambda: b.vectors.store.collections(),
         "dynamodb": lambda: b.store.describe(),
     }
