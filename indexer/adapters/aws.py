@@ -99,5 +99,6 @@ def client(settings: Settings, service: str) -> Any:
         service, endpoint_url=endpoint(settings, service), config=_RETRIES
     )
     if settings.aws_call_log is not None:
-        aws_audit.record_calls(built, settings.aws_call_log)
+        aws_audit.record_calls(built, settings.aws_call_log, settings.table,
+                               settings.resolved_state_table)
     return built

@@ -86,23 +86,26 @@ def role_on_stack() -> str | None:
     return found or getattr(_carried, "role", None)
 
 
-def resources(params: dict[str, Any]) -> list[str]:
-    """What a call touches, by kind: ``table:<name>``, ``index:<table>``, ``stream``,
-    ``bucket:<name>``, ``object:<bucket>`` (names only: never a key or an item)."""
+def resources(params: dict[str, Any], mail: str, state: str) -> list[str]:
+    """The kinds of resource a call touches: ``mail`` / ``state`` (the process's mail and
+    sidecar tables), ``index`` (a GSI of the mail table), ``stream``, ``bucket``, ``object``;
+    any other table as ``table:<name>``. Never a key or an item."""
     found: list[str] = []
     tables = [params["TableName"]] if "TableName" in params else []
     tables += list(params.get("RequestItems", {}))
     for table in tables:
-        found.append(f"index:{table}" if params.get("IndexName") else f"table:{table}")
+        kind = {mail: "mail", state: "state"}.get(table, f"table:{table}")
+        found.append("index" if kind == "mail" and params.get("IndexName") else kind)
     if "StreamArn" in params or "ShardIterator" in params:
         found.append("stream")
     if "Bucket" in params:
-        found.append(("object:" if "Key" in params else "bucket:") + str(params["Bucket"]))
+        found.append("object" if "Key" in params else "bucket")
     return found
 
 
-def record_calls(client: Any, path: Path) -> None:
-    """Register the hook on one client (every operation of its service)."""
+def record_calls(client: Any, path: Path, mail: str, state: str) -> None:
+    """Register the hook on one client (every operation of its service); ``mail`` and
+    ``state`` name the tables of the settings it was built for."""
     global _enabled
     _enabled = True
     service = client.meta.service_model.service_name
@@ -111,7 +114,7 @@ def record_calls(client: Any, path: Path) -> None:
         role = role_on_stack()
         if role is None:
             return
-        key = (role, service, str(model.name), ",".join(resources(params)))
+        key = (role, service, str(model.name), ",".join(resources(params, mail, state)))
         with _lock:
             if key in _seen:
                 return

@@ -471,6 +471,8 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
         return Stub(stage)
 
     monkeypatch.setattr(tail_cmds, "build_tailer", build)
+    # No table "other": the start-up check (tests/integration/test_init.py) is not this test's.
+    monkeypatch.setattr(tail_cmds, "require_tables", lambda settings: None)
     app = typer.Typer()
     tail_cmds.register(app)
     app.command("noop")(lambda: None)  # a group, so `tail` is a subcommand
