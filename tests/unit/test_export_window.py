@@ -52,3 +52,26 @@ def test_gap_command_is_an_incremental_export_of_the_gap() -> None:
     start = iso(T0 - GAP_MARGIN_S)
     assert command == f"sidecar backfill --export --from {start} --to {iso(T0 + 7200)}"
     assert gap_command(None, T0) == "sidecar backfill --export"
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["backfill"], "give one of"),
+        (["backfill", "--scan", "--export"], "give one of"),
+        (["backfill", "--scan", "--from", "2026-12-01"], "go with --export"),
+        (["backfill", "--export", "--bucket", "b", "--to", "2026-12-01"], "--to needs --from"),
+        (["backfill", "--export", "--bucket", "b", "--from", "soon"], "neither ISO 8601"),
+    ],
+)
+def test_backfill_arguments_are_checked_before_anything_runs(
+    args: list[str], message: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from typer.testing import CliRunner
+
+    from indexer.cli.main import app
+
+    monkeypatch.setenv("COLUMNS", "200")
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 2
+    assert message in " ".join(result.output.split()), result.output
