@@ -23,8 +23,8 @@ def forged(payload: object) -> str:
 
 
 def test_round_trip_and_binding_to_the_request() -> None:
-    cursor = CODEC.encode("req", {"a": [1.5, 17, KEY]})
-    assert CODEC.decode(cursor, "req", sort_keys=3) == {"a": [1.5, 17, KEY]}
+    cursor = CODEC.encode("req", {"a": [1.5, 17, KEY], "n": 20})
+    assert CODEC.decode(cursor, "req", sort_keys=3) == {"a": [1.5, 17, KEY], "n": 20}
     with pytest.raises(CursorError, match="belong"):
         CODEC.decode(cursor, "other", sort_keys=3)
     offset = CODEC.encode("req", {"o": 20})
@@ -54,6 +54,9 @@ def test_replicas_sharing_the_key_accept_each_others_cursors_others_do_not() -> 
         {"o": -1},
         {"o": 10**9},
         {"a": [1.0, 2, KEY], "o": 5},
+        {"a": [1.0, 2, KEY]},  # no rank
+        {"a": [1.0, 2, KEY], "n": 0},
+        {"a": [1.0, 2, KEY], "n": "5"},
     ],
 )
 def test_signed_but_misshapen_positions_are_refused(position: dict[str, object]) -> None:
