@@ -86,11 +86,11 @@ def backfill(
     if (since or until) and not export:
         raise typer.BadParameter("--from/--to go with --export")
     settings = get_settings()
-    require_tables(settings)
     if export:
         _export(settings, since, until, bucket, prefix, poll, parallel=parallel,
                 restart=restart, timeout_s=timeout)
         return
+    require_tables(settings)
     try:
         with Progress(*_columns(), console=console) as bar:
             if uri is not None:
@@ -159,7 +159,8 @@ def _export(
     target = bucket or settings.export_bucket
     if not target:
         raise typer.BadParameter("--export needs --bucket or SIDECAR_EXPORT_BUCKET")
-    plan = _windows(since, until)
+    plan = _windows(since, until)  # bad arguments are answered before anything is read
+    require_tables(settings)
     for w in plan:
         span = "full export" if not w.incremental else f"incremental {iso(w.start)} .. {iso(w.end)}"
         console.print(f"export: {span} of {settings.table} to s3://{target}")
