@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.embedder import model_info
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import VectorIndex
 from indexer.adapters.qdrant import build_client as build_qdrant
@@ -36,8 +36,10 @@ def open_engines(settings: Settings) -> Iterator[Engines]:
     """
     client = build_qdrant(settings)
     try:
+        model = model_info(settings.embed_model)
         vectors = VectorIndex(
-            client, settings.qdrant_collection, MODEL_SLUG, DIMENSION, layout=settings.qdrant_layout
+            client, settings.qdrant_collection, model.slug, model.dimension,
+            layout=settings.qdrant_layout,
         )
         vectors.ensure()
         yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)

@@ -13,7 +13,7 @@ import redis
 from indexer.adapters import aws
 from indexer.adapters.dlq import DeadLetterStore
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.embedder import Embedder, model_info
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.qdrant import VectorIndex
@@ -47,11 +47,12 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
 
 @lru_cache(maxsize=4)
 def vector_index(settings: Settings) -> VectorIndex:
+    model = model_info(settings.embed_model)
     index = VectorIndex(
         build_qdrant(settings),
         settings.qdrant_collection,
-        MODEL_SLUG,
-        DIMENSION,
+        model.slug,
+        model.dimension,
         layout=settings.qdrant_layout,
     )
     index.ensure()
@@ -65,4 +66,5 @@ def embedder(settings: Settings) -> Embedder:
         threads=settings.embed_threads,
         batch_size=settings.embed_batch_size,
         dtype=settings.embed_dtype,
+        model=settings.embed_model,
     )

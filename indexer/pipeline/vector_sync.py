@@ -7,27 +7,23 @@ reindex lose nothing (the argument of :mod:`indexer.ops.reindex` holds as is).
 from __future__ import annotations
 
 from collections.abc import Collection
-from functools import lru_cache
 
 from indexer.adapters import vector_targets as vt
-from indexer.adapters.embedder import Embedder
+from indexer.adapters.embedder import Embedder, cached_embedder, model_catalog
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.pipeline.sync import Outcome, sync_vectors
 from indexer.settings import Settings
 
 
-@lru_cache(maxsize=2)
-def _other_embedder(max_tokens: int, threads: int, batch_size: int, dtype: str) -> Embedder:
-    return Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch_size, dtype=dtype)
-
-
-def embedder_for(settings: Settings, max_tokens: int) -> Embedder:
-    """The process's embedder, or one model per other truncation (a reindex's target)."""
-    if max_tokens == settings.embed_max_tokens:
+def embedder_for(settings: Settings, max_tokens: int, model_slug: str | None = None) -> Embedder:
+    """The process's embedder, or one per other (model, truncation): a reindex's target."""
+    catalog = model_catalog(settings.embed_model, settings.embed_models)
+    spec = catalog[model_slug].spec if model_slug else settings.embed_model
+    if max_tokens == settings.embed_max_tokens and spec == settings.embed_model:
         return deps.embedder(settings)
-    return _other_embedder(
-        max_tokens, settings.embed_threads, settings.embed_batch_size, settings.embed_dtype
+    return cached_embedder(
+        spec, max_tokens, settings.embed_threads, settings.embed_batch_size, settings.embed_dtype
     )
 
 
@@ -35,9 +31,10 @@ def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Out
     """Sync these messages into every target collection; applied = applied in all of them."""
     index = deps.vector_index(settings)
     outcome = Outcome()
+    slugs = model_catalog(settings.embed_model, settings.embed_models)
     for n, collection in enumerate(vt.targets(index) or [index.collection]):
-        tokens = vt.encoder_tokens(index, collection, settings.embed_max_tokens)
-        embedder = embedder_for(settings, tokens)
+        slug, tokens = vt.encoder_of(index, collection, slugs, settings.embed_max_tokens)
+        embedder = embedder_for(settings, tokens, slug)
         part = sync_vectors(deps.store(settings), vt.bound(index, collection), embedder, refs)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded
