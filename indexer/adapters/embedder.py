@@ -197,9 +197,8 @@ class Embedder:
         if self.dtype == "bfloat16":
             self._model.to(torch.bfloat16)
         self.batch_size = batch_size
-        size = getattr(self._model, "get_embedding_dimension", None) or getattr(
-            self._model, "get_sentence_embedding_dimension"
-        )
+        size = (getattr(self._model, "get_embedding_dimension", None)
+                or self._model.get_sentence_embedding_dimension)
         self.dimension = int(size() or self.info.dimension)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
