@@ -122,6 +122,15 @@ class Settings(BaseSettings):
     export_prefix: str = Field(
         default="sidecar-exports", description="Key prefix of those exports in the bucket."
     )
+    embed_model: str = Field(
+        default="",
+        description="A sentence-transformers model directory or installed model package; "
+        "empty = the shipped all-MiniLM-L6-v2. Changing it is a `sidecar reindex --vectors`.",
+    )
+    embed_models: tuple[str, ...] = Field(
+        default=(),
+        description="Other models this process may embed with (a change of model in progress).",
+    )
 
     # Metrics (Prometheus).
     metrics_port: int = Field(

@@ -86,6 +86,24 @@ class Backends:
         if self.serves_vectors:
             self.embedder  # noqa: B018 - loads it
 
+    def query_embedder(self) -> Embedder:
+        """The encoder of the collection behind the read alias: during a change of model,
+        and after a rollback, queries are embedded by the model that embedded the mail."""
+        from indexer.adapters import vector_targets as vt
+        from indexer.adapters.embedder import build_embedder, model_catalog
+
+        index, settings = self.vectors, self.settings
+        catalog = model_catalog(settings.embed_model, settings.embed_models)
+        read = vt.members(index).get(index.alias) or index.collection
+        try:
+            slug, _tokens = vt.encoder_of(index, read, catalog, settings.embed_max_tokens)
+        except ValueError as exc:
+            raise BackendUnavailable("qdrant", str(exc)) from exc
+        spec = catalog[slug].spec
+        if spec == settings.embed_model:
+            return self.embedder
+        return build_embedder(settings, model=spec)
+
     @cached_property
     def store(self) -> DynamoStore:
         return factories.store(self.settings)

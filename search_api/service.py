@@ -120,7 +120,8 @@ def fulltext(
 
 
 def _embed(backends: Backends, text: str) -> list[float]:
-    return backends.embedder.embed([text])[0]
+    """The query's vector, by the model of the collection searches read (its query prompt)."""
+    return backends.query_embedder().embed_query([text])[0]
 
 
 def semantic(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> list[Candidate]:

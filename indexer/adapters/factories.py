@@ -11,7 +11,7 @@ from functools import lru_cache
 from indexer.adapters import aws
 from indexer.adapters.broker import dead_letters, redis_client
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder, build_embedder
+from indexer.adapters.embedder import Embedder, build_embedder, model_info
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.qdrant import VectorIndex, build_store
@@ -43,7 +43,10 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
 
 @lru_cache(maxsize=4)
 def vector_index(settings: Settings) -> VectorIndex:
-    index = VectorIndex(build_store(settings), settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+    model = model_info(settings.embed_model)
+    index = VectorIndex(
+        build_store(settings), settings.qdrant_collection, model.slug, model.dimension
+    )
     index.ensure()
     return index
 

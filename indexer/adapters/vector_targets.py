@@ -4,8 +4,11 @@ Like the full-text index (see :mod:`indexer.ops.reindex`), two Qdrant aliases de
 state: ``<prefix>-vectors`` (searches) and ``<prefix>-vectors-write`` (the collection a
 reindex is building, or the previous one kept for rollback). A collection's name says which
 encoder filled it — ``<prefix>-<model>`` uses the configured truncation
-(``SIDECAR_EMBED_MAX_TOKENS``), ``<prefix>-<model>-t<N>`` truncates at N tokens — so every
-vectors worker knows how to embed for each target without any other shared state. Each
+(``SIDECAR_EMBED_MAX_TOKENS``), ``<prefix>-<model>-t<N>`` truncates at N tokens, where
+``<model>`` is the slug of the model (``SIDECAR_EMBED_MODEL``, or one of ``SIDECAR_EMBED_MODELS``
+during a change of model) — so every vectors worker knows how to embed for each target without
+any other shared state (:func:`collection_for` is the one naming rule, :func:`encoder_of` reads
+it back). Each
 collection has its own embedding cache, ``<collection>-cache`` (vectors differ by encoder).
 """
 
@@ -13,6 +16,7 @@ from __future__ import annotations
 
 import copy
 import re
+from collections.abc import Iterable
 
 from indexer.adapters.qdrant import VectorIndex
 
@@ -42,9 +46,34 @@ def bound(index: VectorIndex, collection: str) -> VectorIndex:
     return view
 
 
-def collection_for(index: VectorIndex, max_tokens: int | None) -> str:
-    """The collection of an encoder truncating at ``max_tokens`` (None: the configured one)."""
-    return index.collection if max_tokens is None else f"{index.collection}-t{max_tokens}"
+def _prefix(index: VectorIndex) -> str:
+    return index.alias.removesuffix("-vectors")
+
+
+def collection_for(
+    index: VectorIndex, max_tokens: int | None, model_slug: str | None = None
+) -> str:
+    """The collection of an encoder: ``<prefix>-<model slug>[-t<max_tokens>]`` (None: the
+    configured truncation; ``model_slug`` None: the configured model)."""
+    base = index.collection if model_slug is None else f"{_prefix(index)}-{model_slug}"
+    return base if max_tokens is None else f"{base}-t{max_tokens}"
+
+
+def encoder_of(
+    index: VectorIndex, collection: str, slugs: Iterable[str], configured: int
+) -> tuple[str, int]:
+    """(model slug, tokens kept) of ``collection``'s encoder, for the models in ``slugs``."""
+    for slug in sorted(slugs, key=len, reverse=True):
+        base = collection_for(index, None, slug)
+        if collection == base:
+            return slug, configured
+        found = re.fullmatch(re.escape(base) + r"-t(\d+)", collection)
+        if found:
+            return slug, int(found.group(1))
+    raise ValueError(
+        f"{collection} is not a collection of a known model: add the model to "
+        "SIDECAR_EMBED_MODELS of this process"
+    )
 
 
 def encoder_tokens(index: VectorIndex, collection: str, configured: int) -> int:
@@ -57,9 +86,12 @@ def encoder_tokens(index: VectorIndex, collection: str, configured: int) -> int:
     raise ValueError(f"{collection} is not a collection of {index.collection}")
 
 
-def create(index: VectorIndex, collection: str) -> None:
-    """The collection, its cache and payload indexes (idempotent); in no alias."""
-    bound(index, collection).create_collections()
+def create(index: VectorIndex, collection: str, dim: int | None = None) -> None:
+    """The collection, its cache and payload indexes (idempotent); in no alias. ``dim``: the
+    vector size of its model (None: the configured model's)."""
+    view = bound(index, collection)
+    view.dim = dim or index.dim
+    view.create_collections()
 
 
 def drop(index: VectorIndex, collection: str) -> None:

@@ -68,7 +68,9 @@ def _print_report(report: ReindexReport) -> None:
     console.print(f"backfilled {report.backfilled} messages")
 
 
-def _run(action: str, vectors: bool, target: int | None, opts: dict[str, float]) -> None:
+def _run(
+    action: str, vectors: bool, target: int | None, opts: dict[str, Any], model: str | None = None
+) -> None:
     """One action on the full-text index (``target``: mapping version) or on the vector
     collection (``target``: encoder truncation, None = the configured one)."""
     from indexer.adapters.opensearch import MAPPING_VERSION
@@ -91,7 +93,7 @@ def _run(action: str, vectors: bool, target: int | None, opts: dict[str, float])
             "say": console.print,
         }
         if vectors:
-            _print_report(vec.reindex_vectors(settings, target, **kwargs))
+            _print_report(vec.reindex_vectors(settings, target, model=model, **kwargs))
         else:
             _print_report(text.reindex(settings, target or MAPPING_VERSION, **kwargs))
 
@@ -109,6 +111,11 @@ def reindex(
     max_tokens: Annotated[
         int | None,
         typer.Option(help="--vectors: encoder truncation of the new collection (default: config)."),
+    ] = None,
+    model: Annotated[
+        str | None,
+        typer.Option(help="--vectors: the new collection's model (a directory or model package "
+                          "in the workers' SIDECAR_EMBED_MODELS; default: SIDECAR_EMBED_MODEL)."),
     ] = None,
     rollback: Annotated[
         bool, typer.Option("--rollback", help="Swap back to the kept index.")
@@ -130,10 +137,12 @@ def reindex(
     if sum((rollback, finish, status)) > 1:
         raise typer.BadParameter("choose one of --rollback, --finish, --status")
     action = "rollback" if rollback else "finish" if finish else "status" if status else "build"
-    opts = {"settle_s": settle_s, "verify_timeout": verify_timeout, "grace_s": grace_s}
+    opts: dict[str, Any] = {
+        "settle_s": settle_s, "verify_timeout": verify_timeout, "grace_s": grace_s
+    }
     try:
         if vectors:
-            _run(action, True, max_tokens, opts)
+            _run(action, True, max_tokens, opts, model)
         else:
             version = _version_of(mapping) if mapping else (to_version or MAPPING_VERSION)
             _run(action, False, version, opts)

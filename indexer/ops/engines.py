@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.embedder import model_info
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.pipeline import deps
@@ -35,7 +35,8 @@ def open_engines(settings: Settings) -> Iterator[Engines]:
     """
     store = build_store(settings)
     try:
-        vectors = VectorIndex(store, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        model = model_info(settings.embed_model)
+        vectors = VectorIndex(store, settings.qdrant_collection, model.slug, model.dimension)
         vectors.ensure()
         yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)
     finally:

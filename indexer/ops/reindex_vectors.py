@@ -63,8 +63,10 @@ def text_counts(settings: Settings) -> dict[str, int]:
     )
 
 
-def _start(admin: Admin, max_tokens: int | None, say: Say) -> tuple[str, str]:
-    read, extra, base = admin.state()
+def _start(
+    admin: Admin, max_tokens: int | None, say: Say, model: str | None = None
+) -> tuple[str, str]:
+    read, extra, _base = admin.state()
     if read is None:
         raise ReindexError("no vector alias yet: start a vectors worker first")
     if extra is not None:
@@ -72,13 +74,17 @@ def _start(admin: Admin, max_tokens: int | None, say: Say) -> tuple[str, str]:
             f"{extra} is already an extra vector target: a reindex is running, or it is kept "
             "for rollback (`sidecar reindex --vectors --finish` drops it)"
         )
-    new = base if max_tokens is None else f"{base}-t{max_tokens}"
+    try:
+        named = admin("name", max_tokens=max_tokens, model=model)
+    except ValueError as exc:
+        raise ReindexError(str(exc)) from exc
+    new = str(named["collection"])
     if new == read:
-        raise ReindexError(f"searches already read {read}; choose another --max-tokens")
+        raise ReindexError(f"searches already read {read}; choose another --max-tokens or --model")
     if admin("exists", collection=new):
         say(f"dropping {new}: an unaliased leftover of an earlier attempt")
         admin("drop", collection=new)
-    admin("create", collection=new)
+    admin("create", collection=new, dim=named["dim"])
     admin("aliases", read=read, extra=new)
     say(f"{new} created and added as a vector write target")
     return read, new
@@ -92,10 +98,12 @@ def reindex_vectors(
     verify_timeout_s: float = 300.0,
     task_timeout_s: float = 3600.0,
     say: Say = lambda _msg: None,
+    model: str | None = None,
 ) -> ReindexReport:
-    """Build the collection of a new encoder beside the live one, verify, swap the alias."""
+    """Build the collection of a new encoder (truncation ``max_tokens``, ``model``: a model
+    spec the workers know, see ``SIDECAR_EMBED_MODELS``) beside the live one, verify, swap."""
     began, admin = time.monotonic(), Admin(settings)
-    old, new = _start(admin, max_tokens, say)
+    old, new = _start(admin, max_tokens, say, model)
     report = ReindexReport(old, new)
     try:
         time.sleep(settle_s)

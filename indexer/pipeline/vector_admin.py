@@ -10,20 +10,40 @@ from __future__ import annotations
 from typing import Any
 
 from indexer.adapters import vector_targets as vt
+from indexer.adapters.embedder import model_catalog, model_info
+from indexer.adapters.qdrant import VectorIndex
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
-from indexer.settings import get_settings
+from indexer.settings import Settings, get_settings
+
+
+def _name(
+    settings: Settings, index: VectorIndex, max_tokens: int | None, model: str | None
+) -> dict[str, Any]:
+    """The collection (and vector size) of an encoder this process can embed with."""
+    catalog = model_catalog(settings.embed_model, settings.embed_models)
+    slug = None if model is None else model_info(model).slug
+    if slug is not None and slug not in catalog:
+        raise ValueError(
+            f"the vectors worker cannot embed with {model!r}: restart it (and the API) with "
+            f"SIDECAR_EMBED_MODELS including it"
+        )
+    info = catalog[slug] if slug else next(iter(catalog.values()))
+    return {"collection": vt.collection_for(index, max_tokens, slug), "dim": info.dimension}
 
 
 def run(op: str, args: dict[str, Any]) -> Any:
     """One operation on this process's vector index (see :mod:`indexer.adapters.vector_targets`)."""
-    index = deps.vector_index(get_settings())
+    settings = get_settings()
+    index = deps.vector_index(settings)
     if op == "state":
         return {"members": vt.members(index), "base": index.collection}
     if op == "exists":
         return vt.exists(index, args["collection"])
     if op == "create":
-        return vt.create(index, args["collection"])
+        return vt.create(index, args["collection"], args.get("dim"))
+    if op == "name":
+        return _name(settings, index, args.get("max_tokens"), args.get("model"))
     if op == "drop":
         return vt.drop(index, args["collection"])
     if op == "aliases":

@@ -9,25 +9,28 @@ from __future__ import annotations
 from collections.abc import Collection
 
 from indexer.adapters import vector_targets as vt
-from indexer.adapters.embedder import Embedder, build_embedder
+from indexer.adapters.embedder import Embedder, build_embedder, model_catalog
 from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.pipeline.sync import Outcome, sync_vectors
 from indexer.settings import Settings
 
 
-def embedder_for(settings: Settings, max_tokens: int) -> Embedder:
-    """The process's embedder, or one model per other truncation (a reindex's target)."""
-    return build_embedder(settings, max_tokens)
+def embedder_for(settings: Settings, max_tokens: int, model_slug: str | None = None) -> Embedder:
+    """The process's embedder, or one per other (model, truncation): a reindex's target."""
+    catalog = model_catalog(settings.embed_model, settings.embed_models)
+    spec = catalog[model_slug].spec if model_slug else settings.embed_model
+    return build_embedder(settings, max_tokens, spec)
 
 
 def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Outcome:
     """Sync these messages into every target collection; applied = applied in all of them."""
     index = deps.vector_index(settings)
     outcome = Outcome()
+    slugs = model_catalog(settings.embed_model, settings.embed_models)
     for n, collection in enumerate(vt.targets(index) or [index.collection]):
-        tokens = vt.encoder_tokens(index, collection, settings.embed_max_tokens)
-        embedder = embedder_for(settings, tokens)
+        slug, tokens = vt.encoder_of(index, collection, slugs, settings.embed_max_tokens)
+        embedder = embedder_for(settings, tokens, slug)
         part = sync_vectors(deps.store(settings), vt.bound(index, collection), embedder, refs)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded

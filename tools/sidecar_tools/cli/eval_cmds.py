@@ -15,15 +15,47 @@ Corpora = Annotated[
 ]
 
 
+def _eval_semantic(
+    suites: Path | None, corpora: Path | None, only: list[str] | None, keep: bool
+) -> None:
+    """``sidecar eval --semantic``: the semantic query set per mode and half (a table)."""
+    from search_api.backends import Backends
+    from sidecar_tools.quality import suite as suites_mod
+    from sidecar_tools.quality.local_index import eval_namespace
+    from sidecar_tools.quality.modes import mode_table, score_suite
+
+    chosen = suites_mod.load_suites(
+        suites or suites_mod.DEFAULT_SUITES.with_name("semantic-suites.json"),
+        corpora or suites_mod.DEFAULT_CORPORA,
+    )
+    chosen = [s for s in chosen if not only or s.name in only]
+    with (
+        tempfile.TemporaryDirectory(prefix="sidecar-eval-") as tmp,
+        eval_namespace(get_settings(), Path(tmp), keep=keep) as settings,
+    ):
+        suites_mod.index_suites(settings, chosen, Path(tmp))
+        backends = Backends(settings)
+        scores = [row for s in chosen for row in score_suite(backends, s)]
+    typer.echo("\n".join(mode_table(scores)))
+
+
 def eval_queries(
     suites: Annotated[Path | None, typer.Option(help="Suites file (eval/suites.json).")] = None,
     corpora: Corpora | None = None,
     only: Annotated[list[str] | None, typer.Option(help="Run only these suites.")] = None,
     keep: Annotated[bool, typer.Option(help="Keep the evaluation table and indexes.")] = False,
+    semantic: Annotated[bool, typer.Option(
+        "--semantic",
+        help="Run the semantic query set (eval_data/semantic-suites.json) in every mode and "
+             "report nDCG@10 and recall@10 per mode and half (tune / held-out check).",
+    )] = False,
 ) -> None:
     """Load each suite's corpus into a throwaway namespace, index it, run its query file and
     report precision/recall per query (MRR and nDCG@10 for ranked ones). Exit 1 unless every
     operator query is exact."""
+    if semantic:
+        _eval_semantic(suites, corpora, only, keep)
+        return
     from search_api.backends import Backends
     from sidecar_tools.quality import suite as suites_mod
     from sidecar_tools.quality.local_index import eval_namespace

@@ -8,6 +8,7 @@ from sidecar_tools.cli import (
     bench_cmds,
     demo_cmds,
     eval_cmds,
+    import_cmds,
     stack_cmds,
     writer_cmds,
 )
@@ -15,5 +16,5 @@ from sidecar_tools.cli import (
 
 def register(app: typer.Typer) -> None:
     """Register every tooling command on ``app``."""
-    for module in (stack_cmds, writer_cmds, demo_cmds, bench_cmds, eval_cmds):
+    for module in (stack_cmds, writer_cmds, import_cmds, demo_cmds, bench_cmds, eval_cmds):
         module.register(app)

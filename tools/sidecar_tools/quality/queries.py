@@ -37,6 +37,7 @@ class QuerySpec:
     collapse: bool = False
     mode: str = "fulltext"
     note: str = ""
+    half: str = ""  # semantic set: "tune" (may tune the fusion) or "check" (held out)
 
 
 @dataclass(frozen=True)
@@ -68,6 +69,7 @@ def parse_spec(raw: dict[str, Any], where: str) -> QuerySpec:
         collapse=raw.get("collapse") == "thread",
         mode=mode,
         note=str(raw.get("note", "")),
+        half=str(raw.get("half", "")),
     )
 
 

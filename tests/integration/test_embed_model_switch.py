@@ -1,0 +1,84 @@
+"""A change of model end to end: mail indexed with the shipped MiniLM, ``reindex --vectors
+--model`` to a second model the test builds (a tiny random BERT, 48 dimensions), semantic
+searches answered with the new model's vectors, then rolled back to MiniLM.
+
+The embedded store is owned by ``sidecar serve`` (started with ``SIDECAR_EMBED_MODELS`` naming
+the second model, so it can embed for both collections); the reindex drives it through the
+vectors queue.
+"""
+
+from __future__ import annotations
+
+from contextlib import contextmanager
+from pathlib import Path
+
+import pytest
+
+from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.qdrant import build_store
+from indexer.ops import reindex_vectors as ops
+from indexer.ops.reindex import ReindexError
+from indexer.settings import Settings
+from sidecar_tools.writer.mapping import to_items
+from sidecar_tools.writer.store import store_message
+from tests.api_fixtures import index_all, start_api
+from tests.conftest import CORPORA
+from tests.mail_helpers import corpus
+from tests.model_helpers import TINY_DIM, build_tiny_model
+from tests.pipeline_helpers import prepare_tables, wait_until
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
+
+BOX, OTHER = "models@example.com", "nobody@example.com"
+QUERY = "local caching for the cifs file system"
+
+
+def _keys(api: object, q: str) -> list[str]:
+    response = api.search(q, mode="semantic", limit=10)  # type: ignore[attr-defined]
+    assert response.status_code == 200, response.text
+    return [h["message_key"] for h in response.json()["hits"]]
+
+
+def test_reindex_to_another_model_search_and_roll_back(settings: Settings, tmp_path: Path) -> None:
+    emails = corpus(CORPORA / "notmuch-lkml.jsonl.gz")[:40]
+    tiny = build_tiny_model(tmp_path / "models", [e["content"]["forAI"] or "" for e in emails])
+    settings = settings.model_copy(update={"batch_messages": 16, "embed_models": (str(tiny),)})
+    ddb = prepare_tables(settings)
+    for email in emails:
+        assert store_message(ddb, settings.table, to_items(email, BOX))
+    with contextmanager(start_api)(settings, tmp_path, BOX, OTHER) as api:
+        index_all(settings, tmp_path)
+        admin = ops.Admin(settings, 120)
+        assert wait_until(lambda: admin.state()[0] is not None, timeout=120)
+        old = admin.state()[0]
+        assert old == f"{settings.qdrant_collection}-{MODEL_SLUG}"
+        before = _keys(api, QUERY)
+        assert len(before) == 10
+
+        with pytest.raises(ReindexError, match="holds no sentence-transformers model"):
+            ops.reindex_vectors(settings, None, model=str(tmp_path), settle_s=0.5)
+        unknown = build_tiny_model(tmp_path / "other", ["x"], name="not-in-embed-models")
+        with pytest.raises(ReindexError, match="cannot embed with"):
+            ops.reindex_vectors(settings, None, model=str(unknown), settle_s=0.5)
+
+        report = ops.reindex_vectors(settings, None, model=str(tiny), settle_s=1.0,
+                                     verify_timeout_s=120)
+        assert (report.old, report.new) == (old, f"{settings.qdrant_collection}-tiny-bert-e5")
+        assert admin.state()[:2] == (report.new, old)
+        assert {c[1:] for c in report.counts.values()} == {(40, 40)}
+        after = _keys(api, QUERY)  # embedded by the tiny model: a 384-d query would be refused
+        assert len(after) == 10 and after != before
+
+        assert ops.rollback_vectors(settings) == (old, report.new)
+        assert _keys(api, QUERY) == before  # MiniLM's ranking again, query embedded by MiniLM
+    store = build_store(settings)  # the API has stopped: this process may open the store
+    try:
+        def size(name: str) -> int:
+            first = next(store.scroll(name, None, None, with_vector=True))[0]
+            return len(first.vector or [])
+
+        sizes = {name: size(name) for name in (old, report.new, f"{report.new}-cache")}
+        assert sizes == {old: DIMENSION, report.new: TINY_DIM, f"{report.new}-cache": TINY_DIM}
+        assert store.count(report.new, None) == store.count(old, None) == 40
+    finally:
+        store.close()
