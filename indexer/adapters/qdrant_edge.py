@@ -22,24 +22,15 @@ import json
 import os
 import shutil
 import threading
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any, TypeVar
+from typing import IO, Any
 
 import qdrant_edge as qe
 
-from indexer.core.errors import PoisonError
-from indexer.core.vectors import (
-    Condition,
-    Filter,
-    Hit,
-    Match,
-    MatchAny,
-    PointWrite,
-    StoredPoint,
-)
+from indexer.adapters.edge_codec import classified, stored, to_filter
+from indexer.core.vectors import Filter, Hit, PointWrite, StoredPoint
 
-T = TypeVar("T")
 EDGE_VERSION = "0.9.0"
 _NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
 
@@ -65,42 +56,6 @@ def legacy_message(path: Path) -> str:
         "cannot read: move it aside and rebuild the vectors from the table (README: "
         '"Moving an old embedded vector store")'
     )
-
-
-def _condition(c: Condition) -> qe.FieldCondition:
-    if isinstance(c, Match):
-        return qe.FieldCondition(key=c.key, match=qe.MatchValue(c.value))
-    if isinstance(c, MatchAny):
-        return qe.FieldCondition(key=c.key, match=qe.MatchAny(list(c.values)))
-    return qe.FieldCondition(key=c.key, range=qe.RangeFloat(gte=c.gte, lt=c.lt))
-
-
-def to_filter(flt: Filter | None) -> qe.Filter | None:
-    if flt is None or not (flt.must or flt.must_not):
-        return None
-    must: list[Any] = [_condition(c) for c in flt.must]
-    must_not: list[Any] = [_condition(c) for c in flt.must_not]
-    return qe.Filter(must=must or None, must_not=must_not or None)
-
-
-_POISON_SIGNS = ("Wrong input", "Vector dimension error", "Bad input", "Bad request")
-
-
-def _classified(fn: Callable[[], T]) -> T:
-    """Edge raises plain ``Exception``s: a request it rejects as is (a wrong input, a vector of
-    the wrong dimension) is poison; anything else is unexpected."""
-    try:
-        return fn()
-    except Exception as exc:
-        if type(exc) is Exception and any(sign in str(exc) for sign in _POISON_SIGNS):
-            raise PoisonError(f"qdrant edge rejected the request: {exc}") from exc
-        raise
-
-
-def _stored(record: Any, with_vector: bool) -> StoredPoint:
-    """Edge gives ids as ``uuid.UUID`` and vectors as lists of floats."""
-    vector = [float(x) for x in record.vector] if with_vector and record.vector else None
-    return StoredPoint(str(record.id), dict(record.payload or {}), vector)
 
 
 class EdgeStore:
@@ -229,7 +184,7 @@ class EdgeStore:
     def _write(self, name: str, op: qe.UpdateOperation, points: int = 0) -> None:
         collection = self._resolve(name)
         shard = self._shard(collection)
-        _classified(lambda: shard.update(op))
+        classified(lambda: shard.update(op))
         with self._mutex:
             self._dirty.add(collection)
             self._written[collection] = self._written.get(collection, 0) + points
@@ -260,7 +215,7 @@ class EdgeStore:
         shard = self._shard(collection)
         # 0.9.0 needs both arguments, whatever its stub says.
         found = shard.retrieve(list[Any](ids), with_payload=True, with_vector=with_vector)
-        return [_stored(r, with_vector) for r in found]
+        return [stored(r, with_vector) for r in found]
 
     def search(
         self, collection: str, vector: Sequence[float], flt: Filter, limit: int
@@ -269,7 +224,7 @@ class EdgeStore:
             limit=limit, query=qe.Query.Nearest(list(vector)), filter=to_filter(flt),
             with_payload=True, with_vector=False,
         )
-        found = _classified(lambda: self._shard(collection).query(request))
+        found = classified(lambda: self._shard(collection).query(request))
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in found]
 
     def scroll(
@@ -286,7 +241,7 @@ class EdgeStore:
             request = qe.ScrollRequest(offset=offset, limit=512, filter=to_filter(flt),
                                        with_payload=selector, with_vector=with_vector)
             records, offset = shard.scroll(request)
-            yield [_stored(r, with_vector) for r in records]
+            yield [stored(r, with_vector) for r in records]
             if offset is None:
                 return
 

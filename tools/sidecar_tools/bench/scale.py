@@ -65,7 +65,9 @@ def copy_documents(settings: Settings, mailbox: str, copies: int) -> int:
                        "_source": source}
 
     written = 0
-    for ok, _ in helpers.streaming_bulk(client, actions(), chunk_size=500, raise_on_error=True):
+    # A busy shared node answers 429 (circuit breaker) now and then: resend with backoff.
+    for ok, _ in helpers.streaming_bulk(client, actions(), chunk_size=500, raise_on_error=True,
+                                        max_retries=8, initial_backoff=2, max_backoff=30):
         written += int(ok)
     client.indices.refresh(index=alias)
     return written
