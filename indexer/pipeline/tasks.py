@@ -12,6 +12,7 @@ nothing is silently dropped.
 from __future__ import annotations
 
 import logging
+import random
 import time
 from collections.abc import Callable
 from typing import Any
@@ -88,12 +89,13 @@ def _refuse(
     if time.time() - since >= REFUSE_WINDOW_S:
         return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
     queue = (task.request.delivery_info or {}).get("routing_key")
-    task.apply_async(
-        args=[{**payload, REFUSED_SINCE: since}],
-        task_id=task.request.id,
-        queue=queue,
-        countdown=REQUEUE_DELAY_S,
-    )
+    # Wait here, then publish for immediate delivery: a worker already blocked on the queue
+    # (Redis serves the longest-waiting one) takes it. A countdown would instead hand it, as
+    # an ETA task, to whichever worker polls first, and two workers of two deployments could
+    # pass each other's tasks back and forth for ever.
+    time.sleep(random.uniform(0.5, 1.5) * REQUEUE_DELAY_S)
+    task.apply_async(args=[{**payload, REFUSED_SINCE: since}], task_id=task.request.id,
+                     queue=queue)
     raise Ignore()
 
 
