@@ -88,14 +88,19 @@ def role_on_stack() -> str | None:
 
 def resources(params: dict[str, Any], mail: str, state: str) -> list[str]:
     """The kinds of resource a call touches: ``mail`` / ``state`` (the process's mail and
-    sidecar tables), ``index`` (a GSI of the mail table), ``stream``, ``bucket``, ``object``;
+    sidecar tables), ``index`` (a GSI of the mail table), ``stream``, ``export``, ``bucket``,
+    ``object``;
     any other table as ``table:<name>``. Never a key or an item."""
     found: list[str] = []
     tables = [params["TableName"]] if "TableName" in params else []
     tables += list(params.get("RequestItems", {}))
+    if "TableArn" in params:  # ExportTableToPointInTime
+        tables.append(str(params["TableArn"]).split(":table/", 1)[-1])
     for table in tables:
         kind = {mail: "mail", state: "state"}.get(table, f"table:{table}")
         found.append("index" if kind == "mail" and params.get("IndexName") else kind)
+    if "ExportArn" in params:  # DescribeExport
+        found.append("export")
     if "StreamArn" in params or "ShardIterator" in params:
         found.append("stream")
     if "Bucket" in params:

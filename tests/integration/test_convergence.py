@@ -85,11 +85,11 @@ class World:
         suffix = uuid.uuid4().hex[:8]
         self.table = f"conv-{suffix}"
         self.mailboxes = [f"alpha-{suffix}", f"bêta ü-{suffix}"]
-        self.ddb = aws.client(base, "dynamodb")
-        self.streams = aws.client(base, "dynamodbstreams")
+        own = base.model_copy(update={"table": self.table, "state_table": ""})
+        self.ddb = aws.client(own, "dynamodb")  # its calls are recorded against these tables
+        self.streams = aws.client(own, "dynamodbstreams")
         self.store = SlowStore(self.ddb, self.table, f"{self.table}-sidecar")
-        init_tables(self.ddb, base.model_copy(update={"table": self.table, "state_table": ""}),
-                    mail_table=True)
+        init_tables(self.ddb, own, mail_table=True)
         self.opensearch = opensearch
         self.vectors = qdrant
         self.embedder = embedder

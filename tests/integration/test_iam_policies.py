@@ -73,6 +73,8 @@ def arn_kind(arn: str) -> str:
         return "index"
     if "/stream/" in table:
         return "stream"
+    if "/export/" in table:
+        return "export"
     return "state" if table.endswith("-sidecar") else "mail"
 
 
@@ -143,7 +145,8 @@ def _drive_every_role(settings: Settings, tmp_path: Path) -> None:
         assert backfill_scan(settings, segments=2).dead_lettered == 0
     api = settings.model_copy(update={"api_tokens": json.dumps({token_hash("t"): [BOX]})})
     with TestClient(create_app(api)) as client:
-        assert client.get("/readyz").json()["failing"] == []
+        # ready once the model has loaded in the background (/readyz names it until then)
+        assert wait_until(lambda: client.get("/readyz").json()["failing"] == [], timeout=180)
         hits = client.get(f"/v1/mailboxes/{BOX}/search", params={"q": "the"},
                           headers={"Authorization": "Bearer t"})
         assert hits.status_code == 200 and hits.json()["hits"], hits.text
