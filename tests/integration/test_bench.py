@@ -79,7 +79,7 @@ def test_bench_scale_smoke(settings: Settings) -> None:
     from sidecar_tools.bench.scale import ScaleOptions
     from sidecar_tools.bench.scale import run as run_scale
 
-    opts = ScaleOptions(None, 60, copies=2, search_seconds=1.0, clients=2,
+    opts = ScaleOptions(None, 60, copies=2, search_seconds=1.0, clients=2, raw_seconds=0.5,
                         workdir=Path(".sidecar/bench"))
     result = plain(run_scale(opts, settings, lambda line: None))
     assert result["pipeline"]["dead_lettered"] == 0
@@ -87,3 +87,5 @@ def test_bench_scale_smoke(settings: Settings) -> None:
     assert result["points_copied"] == 2 * result["points_original"] > 0
     for mode, lat in result["api"].items():
         assert lat["calls"] > 0 and lat["errors"] == 0, mode
+    for call, lat in result["raw"].items():  # the engine calls the overhead target subtracts
+        assert lat["calls"] > 0 and lat["errors"] == 0, call

@@ -16,7 +16,7 @@ from __future__ import annotations
 import shutil
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
@@ -24,12 +24,14 @@ from typing import Any
 
 from opensearchpy import helpers
 
+from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.core.vectors import PointWrite
 from indexer.pipeline import deps
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
 from sidecar_tools.bench import dataset, limits, pipeline, queries, search
+from sidecar_tools.bench.dataset import Message
 
 COPY_BATCH = 512
 Log = Any
@@ -42,6 +44,7 @@ class ScaleOptions:
     copies: int
     search_seconds: float = 20.0
     clients: int = 8
+    raw_seconds: float = 5.0
     workdir: Path = Path(".sidecar/bench")
     server: bool = True  # measure a Qdrant server too (SIDECAR_QDRANT_URL or the shared binary)
 
@@ -124,7 +127,9 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
         started = time.perf_counter()
         log(f"scale: copying documents and points into {opts.copies} other mailboxes")
         out["documents_copied"] = copy_documents(settings, mailbox, opts.copies)
+        points_started = time.perf_counter()
         out["points_original"], out["points_copied"] = copy_points(settings, opts.copies)
+        out["copy_points_s"] = time.perf_counter() - points_started
         out["copy_s"] = time.perf_counter() - started
         client = build_opensearch(settings)
         out["indexed_documents"] = int(client.count(index=settings.opensearch_index)["count"])
@@ -134,32 +139,44 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
             queries.free_text_queries(data.messages, mailbox),
             queries.similar_keys(data.messages, mailbox),
         )
-        out["api"], out["api_rss_mib"] = _measure(settings, mailbox, work, opts, run_dir, log)
+        out["points_per_s"] = out["points_copied"] / max(out["copy_points_s"], 1e-9)
+        embedder = build_embedder(settings)
+        out["raw"], out["api"], out["api_rss_mib"] = _measure(
+            settings, embedder, data.messages, work, opts, run_dir, log)
         if opts.server:
             with _server(settings, run_dir) as server_settings:
                 log("scale: the same points copied into a Qdrant server")
                 out["server_points"], out["server_copy_s"] = copy_to_server(
                     settings, server_settings)
-                out["api_server"], out["api_server_rss_mib"] = _measure(
-                    server_settings, mailbox, work, opts, run_dir, log)
+                out["server_points_per_s"] = out["server_points"] / max(
+                    out["server_copy_s"], 1e-9)
+                out["raw_server"], out["api_server"], out["api_server_rss_mib"] = _measure(
+                    server_settings, embedder, data.messages, work, opts, run_dir, log)
     finally:
         limits.drop_index(build_opensearch(base), settings.opensearch_index)
         shutil.rmtree(run_dir, ignore_errors=True)
     return out
 
 
-def _measure(settings: Settings, mailbox: str, work: search.Workload, opts: ScaleOptions,
-             run_dir: Path, log: Log) -> tuple[Any, float]:
-    """The API's four modes on this settings' vector backend: (latencies, peak RSS MiB)."""
+def _measure(settings: Settings, embedder: Embedder, messages: Sequence[Message],
+             work: search.Workload, opts: ScaleOptions, run_dir: Path,
+             log: Log) -> tuple[Any, Any, float]:
+    """The raw engine calls, then the API's four modes, on this settings' vector backend:
+    (raw latencies, API latencies, API peak RSS MiB). Raw first: the embedded store has one
+    owner, and the API must not be running while this process holds it."""
     backend = "server" if settings.qdrant_url else "embedded Edge"
-    api = search.start_api(settings, mailbox, 0, run_dir / "api.log")
+    log(f"scale: raw engine calls on {backend}, {opts.clients} clients x "
+        f"{opts.raw_seconds:.0f}s each")
+    raw = search.measure_raw(settings, embedder, work, messages, clients=opts.clients,
+                             seconds=opts.raw_seconds)
+    api = search.start_api(settings, work.mailbox, 0, run_dir / "api.log")
     try:
         log(f"scale: API on {backend}, {opts.clients} clients x {opts.search_seconds:.0f}s/mode")
         latencies = search.measure_api(api, work, clients=opts.clients,
                                        seconds=opts.search_seconds)
     finally:
         rss = search.stop_api(api)
-    return latencies, rss
+    return raw, latencies, rss
 
 
 @contextmanager
