@@ -21,6 +21,7 @@ ENGINE_CALLS = {
 API_SLACK_MS = 10.0
 P99_LIMIT_MS = 150.0
 P99_AT = 100_000
+NOTMUCH_HINT = "not installed: `apt-get install notmuch` (Debian/Ubuntu), then run the bench again"
 
 
 def plain(value: Any) -> Any:
@@ -143,7 +144,7 @@ def markdown(j: dict[str, Any]) -> str:
         (
             "notmuch new (msgs/s)",
             peers["notmuch"]["per_s"] if peers["notmuch"] else "absent",
-            f"{peers['notmuch']['items']} msgs" if peers["notmuch"] else "",
+            f"{peers['notmuch']['items']} msgs" if peers["notmuch"] else NOTMUCH_HINT,
         ),
     ]
     out = ["| stage | rate | notes |", "|---|---:|---|"]

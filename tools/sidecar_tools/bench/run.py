@@ -27,6 +27,7 @@ from indexer.pipeline import deps
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
 from sidecar_tools.bench import dataset, limits, peers, pipeline, queries, search
+from sidecar_tools.bench.report import NOTMUCH_HINT
 
 
 @dataclass(frozen=True)
@@ -121,6 +122,8 @@ def _peers(
     naive = peers.naive_peer(naive_ns, build_opensearch(naive_ns), embedder, records, len(subset))
     log("notmuch peer")
     notmuch = peers.notmuch_peer((m.email for m in data.messages), run_dir / "notmuch")
+    if notmuch is None:
+        log(f"notmuch peer: {NOTMUCH_HINT}")
     return {"naive": naive, "naive_records": len(records), "notmuch": notmuch}
 
 
