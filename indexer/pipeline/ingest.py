@@ -40,6 +40,9 @@ class IngestSummary:
     batches: int = 0
     embedded: int = 0
     waited: bool = False
+    # Worker-timed seconds of the batches, by stage, and of those the embedder's share.
+    stage_s: dict[str, float] = field(default_factory=dict)
+    embed_s: float = 0.0
 
 
 @dataclass
@@ -125,6 +128,12 @@ class Ingestor:
         self.summary.batches += 1
         self._plan, self._batch = Plan(), _Batch()
 
+    def _add_times(self, result: dict[str, Any]) -> None:
+        stage = str(result.get("stage", "?"))
+        times = self.summary.stage_s
+        times[stage] = times.get(stage, 0.0) + float(result.get("seconds", 0.0))
+        self.summary.embed_s += float(result.get("embed_s", 0.0))
+
     def wait(self, timeout_s: float = 3600.0) -> IngestSummary:
         """Block until every batch is applied (or dead-lettered) in both indexes."""
         deadline = time.monotonic() + timeout_s
@@ -134,6 +143,7 @@ class Ingestor:
                 result = _result(pending, deadline)
                 failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
                 self.summary.embedded += int(result.get("embedded", 0))
+                self._add_times(result)
             dead = sum(n for ref, n in batch.records.items() if ref in failed)
             applied = sum(batch.records.values()) - dead
             self.summary.dead_lettered += dead

@@ -67,6 +67,7 @@ class Outcome:
     applied: set[MessageRef] = field(default_factory=set)
     poison: dict[MessageRef, str] = field(default_factory=dict)
     embedded: int = 0
+    embed_s: float = 0.0  # of the batch's time, seconds spent inside the embedder
 
 
 def _converge(

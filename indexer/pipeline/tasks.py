@@ -58,7 +58,8 @@ def _task_payload_of(ref: MessageRef, payload: dict[str, Any]) -> dict[str, Any]
 
 
 def _finish(
-    stage: str, outcome: Outcome, refs: list[MessageRef], payload: dict[str, Any]
+    stage: str, outcome: Outcome, refs: list[MessageRef], payload: dict[str, Any],
+    seconds: float = 0.0,
 ) -> dict[str, Any]:
     dlq = deps.dead_letters(get_settings())
     MESSAGES.labels(stage, "applied").inc(len(outcome.applied))
@@ -76,6 +77,8 @@ def _finish(
         "dead_lettered": [r.to_json() for r in outcome.poison],
         "embedded": outcome.embedded,
         "messages": len(refs),
+        "seconds": round(seconds, 6),  # the batch's work, as the worker timed it
+        "embed_s": round(outcome.embed_s, 6),
     }
 
 
@@ -107,8 +110,10 @@ def _run(
     refused = mismatch(settings, payload)
     if refused:
         return _refuse(task, stage, payload, refs, refused)
+    started = time.perf_counter()
     try:
-        return _finish(stage, work(), refs, payload)
+        outcome = work()
+        return _finish(stage, outcome, refs, payload, time.perf_counter() - started)
     except Exception as exc:
         kind = classify(exc)
         transient = kind is ErrorKind.TRANSIENT

@@ -56,6 +56,11 @@ def test_bench_smoke(settings: Settings, tmp_path: Path) -> None:
     assert pipe["pipeline"]["dead_lettered"] == 0
     assert pipe["pipeline"]["embedded"] > 0
     assert pipe["pipeline"]["searchable_s"] is not None
+    # The workers time their batches; the embedder's share is part of the vectors stage's time.
+    stages = pipe["pipeline"]["stage_s"]
+    assert stages["fulltext"] > 0 and stages["vectors"] > 0
+    assert 0 < pipe["pipeline"]["embed_s"] <= stages["vectors"]
+    assert pipe["pipeline"]["vectors_own_s"] >= 0
     assert pipe["redelivery"]["embedded"] == 0  # re-delivery embeds nothing
     assert pipe["redelivery"]["applied"] == pipe["pipeline"]["applied"]
     assert pipe["fulltext_only"]["searchable_s"] is not None

@@ -54,6 +54,12 @@ class IngestRun:
             "applied": self.summary.applied,
             "dead_lettered": self.summary.dead_lettered,
             "embedded": self.summary.embedded,
+            # Worker-timed busy seconds per stage; the vectors stage's own time (table reads,
+            # cache lookups, store writes and flushes) is its time less the embedder's.
+            "stage_s": {k: round(v, 3) for k, v in self.summary.stage_s.items()},
+            "embed_s": round(self.summary.embed_s, 3),
+            "vectors_own_s": round(self.summary.stage_s.get("vectors", 0.0)
+                                   - self.summary.embed_s, 3),
         }
 
 

@@ -127,6 +127,14 @@ def markdown(j: dict[str, Any]) -> str:
         ),
         ("  last message full-text searchable (s)", p["pipeline"]["searchable_s"] or "n/a", ""),
         (
+            "  vectors stage busy (s)",
+            p["pipeline"].get("stage_s", {}).get("vectors", "n/a"),
+            f"embedding {p['pipeline'].get('embed_s', 'n/a')}s, own (reads, cache, store "
+            f"writes) {p['pipeline'].get('vectors_own_s', 'n/a')}s",
+        ),
+        ("  full-text stage busy (s)", p["pipeline"].get("stage_s", {}).get("fulltext", "n/a"),
+         ""),
+        (
             "full-text-only path (msgs/s)",
             p["fulltext_only"]["messages_per_s"],
             f"searchable after {p['fulltext_only']['searchable_s']}s",
