@@ -155,9 +155,8 @@ class Settings(BaseSettings):
         default=("demo@example.com",), description="Mailboxes the dev token may read."
     )
     # Issue 16: hostile input and what the API and the dead-letter store keep.
-    cursor_key: str | None = Field(
+    cursor_key: SecretStr | None = Field(
         default=None,
-        repr=False,
         description="HMAC key of page cursors, shared by every API replica; unset = random "
         "per process (cursors then work only on the replica that issued them).",
     )
