@@ -45,6 +45,9 @@ class ScaleOptions:
     search_seconds: float = 20.0
     clients: int = 8
     raw_seconds: float = 5.0
+    # Also measure with one client: latency without queueing for the cores (the floor that
+    # the 8-client figures add their wait to), and the API's own overhead without contention.
+    unqueued: bool = True
     workdir: Path = Path(".sidecar/bench")
     server: bool = True  # measure a Qdrant server too (SIDECAR_QDRANT_URL or the shared binary)
 
@@ -115,7 +118,8 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
     run_dir.mkdir(parents=True, exist_ok=True)
     settings = pipeline.namespace(base, data.table, run_id, "scale", run_dir)
     mailbox = data.messages[0].ref.mailbox_id
-    out: dict[str, Any] = {"messages": len(data.messages), "copies": opts.copies}
+    out: dict[str, Any] = {"messages": len(data.messages), "copies": opts.copies,
+                           "clients": opts.clients}
     try:
         workers = pipeline.start_workers(settings, ("fulltext", "vectors"), run_dir / "w.log")
         try:
@@ -141,8 +145,7 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
         )
         out["points_per_s"] = out["points_copied"] / max(out["copy_points_s"], 1e-9)
         embedder = build_embedder(settings)
-        out["raw"], out["api"], out["api_rss_mib"] = _measure(
-            settings, embedder, data.messages, work, opts, run_dir, log)
+        out.update(_measure(settings, embedder, data.messages, work, opts, run_dir, log))
         if opts.server:
             with _server(settings, run_dir) as server_settings:
                 log("scale: the same points copied into a Qdrant server")
@@ -150,8 +153,10 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
                     settings, server_settings)
                 out["server_points_per_s"] = out["server_points"] / max(
                     out["server_copy_s"], 1e-9)
-                out["raw_server"], out["api_server"], out["api_server_rss_mib"] = _measure(
-                    server_settings, embedder, data.messages, work, opts, run_dir, log)
+                measured = _measure(server_settings, embedder, data.messages, work, opts,
+                                    run_dir, log)
+                out.update({k.replace("api", "api_server", 1).replace("raw", "raw_server", 1): v
+                            for k, v in measured.items()})
     finally:
         limits.drop_index(build_opensearch(base), settings.opensearch_index)
         shutil.rmtree(run_dir, ignore_errors=True)
@@ -159,24 +164,28 @@ def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:
 
 
 def _measure(settings: Settings, embedder: Embedder, messages: Sequence[Message],
-             work: search.Workload, opts: ScaleOptions, run_dir: Path,
-             log: Log) -> tuple[Any, Any, float]:
-    """The raw engine calls, then the API's four modes, on this settings' vector backend:
-    (raw latencies, API latencies, API peak RSS MiB). Raw first: the embedded store has one
-    owner, and the API must not be running while this process holds it."""
+             work: search.Workload, opts: ScaleOptions, run_dir: Path, log: Log) -> dict[str, Any]:
+    """The raw engine calls, then the API's four modes, on this settings' vector backend, with
+    ``opts.clients`` clients (keys ``raw``, ``api``) and, if ``opts.unqueued``, one client
+    (``raw_1``, ``api_1``); ``api_rss_mib`` the API's peak RSS. Raw first: the embedded store
+    has one owner, and the API must not be running while this process holds it."""
     backend = "server" if settings.qdrant_url else "embedded Edge"
-    log(f"scale: raw engine calls on {backend}, {opts.clients} clients x "
-        f"{opts.raw_seconds:.0f}s each")
-    raw = search.measure_raw(settings, embedder, work, messages, clients=opts.clients,
-                             seconds=opts.raw_seconds)
+    counts = [(opts.clients, "")] + ([(1, "_1")] if opts.unqueued and opts.clients != 1 else [])
+    out: dict[str, Any] = {}
+    for clients, suffix in counts:
+        log(f"scale: raw engine calls on {backend}, {clients} clients x "
+            f"{opts.raw_seconds:.0f}s each")
+        out["raw" + suffix] = search.measure_raw(settings, embedder, work, messages,
+                                                 clients=clients, seconds=opts.raw_seconds)
     api = search.start_api(settings, work.mailbox, 0, run_dir / "api.log")
     try:
-        log(f"scale: API on {backend}, {opts.clients} clients x {opts.search_seconds:.0f}s/mode")
-        latencies = search.measure_api(api, work, clients=opts.clients,
-                                       seconds=opts.search_seconds)
+        for clients, suffix in counts:
+            log(f"scale: API on {backend}, {clients} clients x {opts.search_seconds:.0f}s/mode")
+            out["api" + suffix] = search.measure_api(api, work, clients=clients,
+                                                     seconds=opts.search_seconds)
     finally:
-        rss = search.stop_api(api)
-    return raw, latencies, rss
+        out["api_rss_mib"] = search.stop_api(api)
+    return out
 
 
 @contextmanager
