@@ -55,7 +55,8 @@ def create_app(
         app.state.backends = backends
         threading.Thread(target=_load_model, args=(backends,), name="model", daemon=True).start()
         app.state.tokens = TokenTable.from_settings(settings)
-        app.state.cursors = CursorCodec(settings.cursor_key.get_secret_value() if settings.cursor_key else None)
+        key = settings.cursor_key
+        app.state.cursors = CursorCodec(key.get_secret_value() if key else None)
         yield
         app.state.backends.close()
 

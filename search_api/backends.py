@@ -18,6 +18,7 @@ from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError, VectorIndex
+from indexer.adapters.query_batch import QueryBatcher
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
@@ -45,6 +46,7 @@ class Backends:
     def __post_init__(self) -> None:
         self._guarded = GuardedRepairs(self.repairs)
         self._model_lock = threading.Lock()
+        self._batchers: dict[int, QueryBatcher] = {}  # by id of the (cached) embedder
 
     @property
     def opensearch(self) -> OpenSearchIndex:
@@ -70,6 +72,8 @@ class Backends:
 
     def close(self) -> None:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
+        for batcher in self._batchers.values():
+            batcher.close()
         if getattr(self, "_opened_vectors", False):
             factories.vector_index(self.settings).close()
 
@@ -103,6 +107,16 @@ class Backends:
         if spec == settings.embed_model:
             return self.embedder
         return build_embedder(settings, model=spec)
+
+    def embed_query(self, text: str) -> list[float]:
+        """The query's vector by the read collection's model, encoded in one pass with the
+        other requests' queries that wait (:mod:`indexer.adapters.query_batch`)."""
+        embedder = self.query_embedder()
+        with self._model_lock:
+            batcher = self._batchers.get(id(embedder))
+            if batcher is None:
+                batcher = self._batchers[id(embedder)] = QueryBatcher(embedder.embed_query)
+        return batcher.embed_query([text])[0]
 
     @cached_property
     def store(self) -> DynamoStore:

@@ -121,7 +121,7 @@ def fulltext(
 
 def _embed(backends: Backends, text: str) -> list[float]:
     """The query's vector, by the model of the collection searches read (its query prompt)."""
-    return backends.query_embedder().embed_query([text])[0]
+    return backends.embed_query(text)
 
 
 def semantic(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> list[Candidate]:
