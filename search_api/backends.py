@@ -9,9 +9,11 @@ goes through the :class:`~search_api.repair.RepairSink` port the serve command w
 from __future__ import annotations
 
 import threading
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any, TypeVar
 
 from indexer.adapters import factories
 from indexer.adapters.dynamo import DynamoStore
@@ -23,6 +25,8 @@ from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
+
+T = TypeVar("T")
 
 
 class BackendUnavailable(RuntimeError):
@@ -47,6 +51,14 @@ class Backends:
         self._guarded = GuardedRepairs(self.repairs)
         self._model_lock = threading.Lock()
         self._batchers: dict[int, QueryBatcher] = {}  # by id of the (cached) embedder
+        self._legs = ThreadPoolExecutor(max_workers=16, thread_name_prefix="search-leg")
+
+    def concurrently(
+        self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
+    ) -> Future[T]:
+        """Run one leg of a search (an engine call) beside the request's own thread: a fused
+        search then waits for its slowest leg, not for the sum of them."""
+        return self._legs.submit(fn, *args, **kwargs)
 
     @property
     def opensearch(self) -> OpenSearchIndex:
@@ -74,6 +86,7 @@ class Backends:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
         for batcher in self._batchers.values():
             batcher.close()
+        self._legs.shutdown(wait=False, cancel_futures=True)
         if getattr(self, "_opened_vectors", False):
             factories.vector_index(self.settings).close()
 

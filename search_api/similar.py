@@ -86,19 +86,22 @@ def similar(
     to leave out (the message's own), or None. A message without a vector (no ``forai``)
     gets no vector neighbours; hybrid then falls back to its terms."""
     depth = max(limit, tuning.depth) if method == "hybrid" else limit
+    # The legs run side by side: the term queries on other threads, the vector leg here.
+    terms = (backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth)
+             if method != "vector" else None)
+    subject = (
+        backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,
+                              fields=("subject",))
+        if method == "hybrid" and tuning.subject_weight > 0
+        else None
+    )
     point = own_point(backends, ref) if method != "mlt" else None
     vectors = by_vector(backends, ref, point, exclude_thread, size=depth) if point else []
-    if method == "vector":
+    if terms is None:
         return vectors
-    terms = by_terms(backends, ref, exclude_thread, size=depth)
     if method == "mlt":
-        return terms[:limit]
-    subject = (
-        by_terms(backends, ref, exclude_thread, size=depth, fields=("subject",))
-        if tuning.subject_weight > 0
-        else []
-    )
-    return fuse([vectors, terms, subject], tuning)[:limit]
+        return terms.result()[:limit]
+    return fuse([vectors, terms.result(), subject.result() if subject else []], tuning)[:limit]
 
 
 def fuse(rankings: list[list[service.Candidate]], tuning: Tuning) -> list[service.Candidate]:
