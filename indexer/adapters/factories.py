@@ -6,7 +6,10 @@ In embedded-Qdrant mode only the process consuming the vectors queue may open th
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Callable
 from functools import lru_cache
+from typing import Generic, TypeVar
 
 from indexer.adapters import aws
 from indexer.adapters.broker import dead_letters, redis_client
@@ -27,21 +30,43 @@ __all__ = [
 ]
 
 
-@lru_cache(maxsize=4)
+T = TypeVar("T")
+
+
+class _BuiltOnce(Generic[T]):
+    """An ``lru_cache`` of an adapter factory, with a lock: concurrent first calls (the API's
+    request threads, a bench's client threads) build one adapter, not one each — a second
+    embedded Qdrant store open in one process fails on the owner's lock."""
+
+    def __init__(self, build: Callable[[Settings], T]) -> None:
+        self._cached = lru_cache(maxsize=4)(build)
+        self._lock = threading.RLock()
+        self.__doc__, self.__name__ = build.__doc__, build.__name__
+
+    def __call__(self, settings: Settings) -> T:
+        with self._lock:
+            return self._cached(settings)
+
+    def cache_clear(self) -> None:
+        with self._lock:
+            self._cached.cache_clear()
+
+
+@_BuiltOnce
 def store(settings: Settings) -> DynamoStore:
     return DynamoStore(
         aws.client(settings, "dynamodb"), settings.table, settings.resolved_state_table
     )
 
 
-@lru_cache(maxsize=4)
+@_BuiltOnce
 def fulltext_index(settings: Settings) -> OpenSearchIndex:
     index = OpenSearchIndex(build_opensearch(settings), settings.opensearch_index)
     index.ensure()
     return index
 
 
-@lru_cache(maxsize=4)
+@_BuiltOnce
 def vector_index(settings: Settings) -> VectorIndex:
     model = model_info(settings.embed_model)
     index = VectorIndex(
