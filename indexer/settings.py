@@ -14,6 +14,8 @@ from typing import Literal
 from pydantic import Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe
+
 
 class Settings(BaseSettings):
     """All knobs of the sidecar. Local defaults match ``sidecar stack up``."""
@@ -130,6 +132,11 @@ class Settings(BaseSettings):
     embed_models: tuple[str, ...] = Field(
         default=(),
         description="Other models this process may embed with (a change of model in progress).",
+    )
+    embed_recipe: Recipe = Field(
+        default=DEFAULT_RECIPE,
+        description="The embedded text of a message (forai, or subject-forai: the stripped "
+        "subject, a blank line, forai). Changing it is a `sidecar reindex --vectors`.",
     )
 
     # Metrics (Prometheus).

@@ -111,12 +111,11 @@ class Backends:
 
         index, settings = self.vectors, self.settings
         catalog = model_catalog(settings.embed_model, settings.embed_models)
-        read = vt.members(index).get(index.alias) or index.collection
         try:
-            slug, _tokens = vt.encoder_of(index, read, catalog, settings.embed_max_tokens)
+            encoder = vt.read_encoder(index, catalog, settings.embed_max_tokens)
         except ValueError as exc:
             raise BackendUnavailable("qdrant", str(exc)) from exc
-        spec = catalog[slug].spec
+        spec = catalog[encoder.slug].spec
         if spec == settings.embed_model:
             return self.embedder
         return build_embedder(settings, model=spec)

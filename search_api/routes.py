@@ -213,7 +213,7 @@ def similar(
 ) -> dict[str, Any]:
     """Messages most like this one, never itself, and by default never its own thread.
 
-    The ranking fuses (RRF) the nearest stored ``forai`` vectors (not re-embedded) with
+    The ranking fuses (RRF) the nearest stored vectors (not re-embedded) with
     OpenSearch *more like this* on subject and body and on the subject alone: on real
     mailing-list threads it ranks a message's thread-mates higher than *more like this* or
     the vectors alone (same-thread recall@10 in ``docs/quality.md``).

@@ -8,6 +8,7 @@ deterministically per request.
 
 from __future__ import annotations
 
+import copy
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +19,7 @@ from indexer.settings import Settings
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
 from search_api.query import (
+    HybridTuning,
     Node,
     QueryError,
     build_search_body,
@@ -27,8 +29,9 @@ from search_api.query import (
 )
 from search_api.vector_search import search as vector_search
 
-DEPTH = 200  # candidates per engine for semantic / hybrid / collapsed pages
-RRF_K = 60
+DEPTH = 200  # candidates per engine for semantic / collapsed pages
+# Hybrid search as shipped: see docs/quality.md ("The semantic query set") for how it was tuned.
+HYBRID = HybridTuning()
 ROW_FIELDS = (
     "message_id",
     "thread_id",
@@ -101,6 +104,7 @@ def fulltext(
     collapse: bool,
     search_after: list[Any] | None,
     offset: int,
+    any_words: str | None = None,
 ) -> list[Candidate]:
     try:
         body = build_search_body(
@@ -111,6 +115,7 @@ def fulltext(
             search_after=search_after,
             collapse_threads=collapse,
             offset=offset,
+            any_words=any_words,
         )
     except QueryError:
         raise  # the query itself is too big: a 400 naming the limit
@@ -143,22 +148,40 @@ def from_point(point: Any) -> Candidate:
     )
 
 
-def hybrid(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> list[Candidate]:
-    """Reciprocal rank fusion (k=60) of the full-text and semantic rankings on message_key."""
-    text_hits = fulltext(
+def hybrid(
+    backends: Backends, mailbox: str, node: Node, tuning: HybridTuning = HYBRID
+) -> list[Candidate]:
+    """Reciprocal rank fusion of the full-text and semantic rankings on message_key (see
+    :data:`HYBRID`: the full-text leg needs only some of the free words). The full-text leg
+    runs beside the semantic one (encode + vector search): the request waits for the slower."""
+    text_hits = backends.concurrently(
+        fulltext,
         backends,
         mailbox,
         node,
-        size=min(depth, 100),
+        size=tuning.text_depth,
         by_date=False,
         collapse=False,
         search_after=None,
         offset=0,
+        any_words=tuning.any_words,
     )
-    vector_hits = semantic(backends, mailbox, node, depth)
+    vector_hits = semantic(backends, mailbox, node, tuning.vector_depth)
+    return fuse(text_hits.result(), vector_hits, tuning)
+
+
+def fuse(
+    text_hits: list[Candidate], vector_hits: list[Candidate], tuning: HybridTuning = HYBRID
+) -> list[Candidate]:
+    """The fused ranking of both legs' candidates (each cut to its ``tuning`` depth)."""
+    text_hits, vector_hits = text_hits[: tuning.text_depth], vector_hits[: tuning.vector_depth]
     by_key = {c.message_key: c for c in vector_hits} | {c.message_key: c for c in text_hits}
-    fused = rrf([[c.message_key for c in text_hits], [c.message_key for c in vector_hits]], k=RRF_K)
-    return [rescored(by_key[key], score) for key, score in fused]
+    fused = rrf(
+        [[c.message_key for c in text_hits], [c.message_key for c in vector_hits]],
+        k=tuning.k,
+        weights=[tuning.text_weight, tuning.vector_weight],
+    )
+    return [rescored(copy.copy(by_key[key]), score) for key, score in fused]
 
 
 def rescored(candidate: Candidate, score: float) -> Candidate:

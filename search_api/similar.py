@@ -1,7 +1,7 @@
 """Similar emails: neighbours of a stored message, by vector, by terms, or both fused.
 
 Measured on real threads (``sidecar eval-similar``, ``docs/quality.md``): the default fuses
-(RRF) three rankings — the stored ``forai`` vector's neighbours, ``more_like_this`` on
+(RRF) three rankings — the stored vector's neighbours, ``more_like_this`` on
 subject and body, and ``more_like_this`` on the subject alone — with the tuning that ranked
 a message's thread-mates highest; it beats ``more_like_this`` alone and the vector alone.
 Every method is confined to the message's mailbox, never returns the message itself and,
@@ -43,7 +43,7 @@ DEFAULT_TUNING = Tuning()
 def by_vector(
     backends: Backends, ref: MessageRef, point: Any, thread_key: str | None, *, size: int
 ) -> list[service.Candidate]:
-    """Nearest stored vectors (the message's own ``forai`` vector, not re-embedded)."""
+    """Nearest stored vectors (the message's own vector, not re-embedded)."""
     flt = VectorFilter(
         ref.mailbox_id,
         exclude_message_keys=(ref.message_key,),

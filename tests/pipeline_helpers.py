@@ -14,6 +14,8 @@ from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
 from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.adapters.streams import export_records
 from indexer.adapters.tables import init_tables
+from indexer.core.documents import text_hash
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
 from indexer.pipeline import deps
 from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
@@ -52,6 +54,12 @@ def ingest_files(settings: Settings, paths: list[str], timeout: float = 900) -> 
     run = ingestor(settings)
     run.feed_all(read_sources(paths, aws.client(settings, "s3")))
     return run.wait(timeout)
+
+
+def embedded_hash(item: dict[str, Any], recipe: Recipe = DEFAULT_RECIPE) -> str | None:
+    """The ``content_hash`` a message item's point must carry (None: no point)."""
+    text = embedded_text(recipe, item.get("subject"), item.get("forai"))
+    return None if text is None else text_hash(text)
 
 
 def table_messages(ddb: Any, table: str, mailbox: str) -> dict[str, dict[str, Any]]:

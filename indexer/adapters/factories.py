@@ -70,7 +70,11 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
 def vector_index(settings: Settings) -> VectorIndex:
     model = model_info(settings.embed_model)
     index = VectorIndex(
-        build_store(settings), settings.qdrant_collection, model.slug, model.dimension
+        build_store(settings),
+        settings.qdrant_collection,
+        model.slug,
+        model.dimension,
+        settings.embed_recipe,
     )
     index.ensure()
     return index

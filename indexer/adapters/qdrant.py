@@ -6,8 +6,8 @@ on whichever vector store the settings name (see :mod:`indexer.core.vectors`).
 - server: qdrant-client against ``SIDECAR_QDRANT_URL`` (:mod:`indexer.adapters.qdrant_server`),
   with ``SIDECAR_QDRANT_API_KEY`` / ``SIDECAR_QDRANT_PREFER_GRPC``.
 
-The cache collection maps a ``forai`` content hash to its vector, so identical text in many
-mailboxes is embedded once and a re-delivered message is never re-embedded.
+The cache collection maps an embedded text's content hash to its vector, so identical text in
+many mailboxes is embedded once and a re-delivered message is never re-embedded.
 """
 
 from __future__ import annotations
@@ -19,8 +19,10 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from indexer.adapters.qdrant_edge import EdgeStore, LegacyStoreError, StoreBusyError
+from indexer.adapters.vector_targets import collection_name
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 from indexer.core.vectors import (
     Filter,
     Hit,
@@ -70,13 +72,26 @@ def cache_id(content_hash: str) -> str:
 
 
 class VectorIndex:
-    """Message points (alias → model collection) and the content-hash embedding cache."""
+    """Message points (alias → encoder collection) and the content-hash embedding cache.
 
-    def __init__(self, store: VectorStore, prefix: str, model_slug: str, dim: int) -> None:
+    ``collection`` is the configured encoder's (model, truncation, ``recipe``): the one a fresh
+    store starts with; the alias may name another one (a reindex moves it).
+    """
+
+    def __init__(
+        self,
+        store: VectorStore,
+        prefix: str,
+        model_slug: str,
+        dim: int,
+        recipe: Recipe = DEFAULT_RECIPE,
+    ) -> None:
         self.store = store
         self.alias = f"{prefix}-vectors"
-        self.collection = f"{prefix}-{model_slug}"
-        self.cache = f"{prefix}-{model_slug}-cache"
+        self.model_slug, self.recipe = model_slug, recipe
+        self.family = f"{prefix}-{model_slug}"  # every collection of this model starts so
+        self.collection = collection_name(prefix, model_slug, None, recipe)
+        self.cache = f"{self.collection}-cache"
         self.dim = dim
 
     def ensure(self) -> None:
@@ -157,7 +172,7 @@ class VectorIndex:
         return points, cached
 
     def _in_family(self, name: str) -> bool:
-        own = name == self.collection or name.startswith(f"{self.collection}-")
+        own = name == self.family or name.startswith(f"{self.family}-")
         return own and not name.endswith("-cache")
 
     def _delete_mailbox_in(self, collection: str, mailbox_id: str, cache: bool) -> tuple[int, int]:

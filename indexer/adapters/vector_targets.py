@@ -3,13 +3,15 @@
 Like the full-text index (see :mod:`indexer.ops.reindex`), two Qdrant aliases describe the
 state: ``<prefix>-vectors`` (searches) and ``<prefix>-vectors-write`` (the collection a
 reindex is building, or the previous one kept for rollback). A collection's name says which
-encoder filled it — ``<prefix>-<model>`` uses the configured truncation
-(``SIDECAR_EMBED_MAX_TOKENS``), ``<prefix>-<model>-t<N>`` truncates at N tokens, where
-``<model>`` is the slug of the model (``SIDECAR_EMBED_MODEL``, or one of ``SIDECAR_EMBED_MODELS``
-during a change of model) — so every vectors worker knows how to embed for each target without
-any other shared state (:func:`collection_for` is the one naming rule, :func:`encoder_of` reads
-it back). Each
-collection has its own embedding cache, ``<collection>-cache`` (vectors differ by encoder).
+encoder filled it, ``<prefix>-<model>[-t<N>][-<recipe>]``: ``<model>`` is the slug of the
+model (``SIDECAR_EMBED_MODEL``, or one of ``SIDECAR_EMBED_MODELS`` during a change of model);
+no ``-t<N>`` means the configured truncation (``SIDECAR_EMBED_MAX_TOKENS``), ``-t<N>``
+truncates at N tokens; ``<recipe>`` names the embedded text (:mod:`indexer.core.recipes`),
+left out for ``forai`` — so the collections made before recipes existed, which embedded
+``forai``, still say what they hold. Every vectors worker knows how to embed for each target
+without any other shared state (:func:`collection_name` is the one naming rule,
+:func:`encoder_of` reads it back). Each collection has its own embedding cache,
+``<collection>-cache`` (vectors differ by encoder).
 """
 
 from __future__ import annotations
@@ -17,8 +19,12 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, NamedTuple
 
-from indexer.adapters.qdrant import VectorIndex
+from indexer.core.recipes import RECIPES, Recipe, recipe
+
+if TYPE_CHECKING:  # qdrant.py names its collection with collection_name below
+    from indexer.adapters.qdrant import VectorIndex
 
 WRITE_SUFFIX = "-write"
 
@@ -50,40 +56,65 @@ def _prefix(index: VectorIndex) -> str:
     return index.alias.removesuffix("-vectors")
 
 
+# The recipe a collection name without a recipe suffix embedded (see the module docstring).
+UNNAMED_RECIPE: Recipe = "forai"
+
+
+def collection_name(prefix: str, model_slug: str, max_tokens: int | None, text: Recipe) -> str:
+    """``<prefix>-<model slug>[-t<max_tokens>][-<recipe>]`` (the recipe left out for
+    ``forai``): the one naming rule of vector collections."""
+    tokens = "" if max_tokens is None else f"-t{max_tokens}"
+    suffix = "" if text == UNNAMED_RECIPE else f"-{text}"
+    return f"{prefix}-{model_slug}{tokens}{suffix}"
+
+
 def collection_for(
-    index: VectorIndex, max_tokens: int | None, model_slug: str | None = None
+    index: VectorIndex,
+    max_tokens: int | None,
+    model_slug: str | None = None,
+    text: Recipe | None = None,
 ) -> str:
-    """The collection of an encoder: ``<prefix>-<model slug>[-t<max_tokens>]`` (None: the
-    configured truncation; ``model_slug`` None: the configured model)."""
-    base = index.collection if model_slug is None else f"{_prefix(index)}-{model_slug}"
-    return base if max_tokens is None else f"{base}-t{max_tokens}"
+    """The collection of an encoder (None: the configured truncation, model, recipe)."""
+    slug = index.model_slug if model_slug is None else model_slug
+    return collection_name(_prefix(index), slug, max_tokens, text or index.recipe)
+
+
+class Encoder(NamedTuple):
+    """What a collection's name says of its vectors: model slug, tokens kept, embedded text."""
+
+    slug: str
+    tokens: int
+    recipe: Recipe
+
+
+_SUFFIXES = "|".join(re.escape(f"-{r}") for r in RECIPES if r != UNNAMED_RECIPE)
+_TAIL = re.compile(rf"(?:-t(\d+))?({_SUFFIXES})?")
 
 
 def encoder_of(
     index: VectorIndex, collection: str, slugs: Iterable[str], configured: int
-) -> tuple[str, int]:
-    """(model slug, tokens kept) of ``collection``'s encoder, for the models in ``slugs``."""
+) -> Encoder:
+    """The encoder of ``collection`` (see :func:`collection_name`), for the models in
+    ``slugs``; ``configured``: the tokens of a name without ``-t<N>``."""
     for slug in sorted(slugs, key=len, reverse=True):
-        base = collection_for(index, None, slug)
-        if collection == base:
-            return slug, configured
-        found = re.fullmatch(re.escape(base) + r"-t(\d+)", collection)
+        base = f"{_prefix(index)}-{slug}"
+        if not collection.startswith(base):
+            continue
+        found = _TAIL.fullmatch(collection, len(base))
         if found:
-            return slug, int(found.group(1))
+            tokens = int(found.group(1)) if found.group(1) else configured
+            text = recipe(found.group(2)[1:]) if found.group(2) else UNNAMED_RECIPE
+            return Encoder(slug, tokens, text)
     raise ValueError(
         f"{collection} is not a collection of a known model: add the model to "
         "SIDECAR_EMBED_MODELS of this process"
     )
 
 
-def encoder_tokens(index: VectorIndex, collection: str, configured: int) -> int:
-    """How many tokens the encoder of ``collection`` keeps (see :func:`collection_for`)."""
-    found = re.fullmatch(re.escape(index.collection) + r"-t(\d+)", collection)
-    if found:
-        return int(found.group(1))
-    if collection == index.collection:
-        return configured
-    raise ValueError(f"{collection} is not a collection of {index.collection}")
+def read_encoder(index: VectorIndex, slugs: Iterable[str], configured: int) -> Encoder:
+    """The encoder of the collection searches read (the configured one before any alias)."""
+    read = members(index).get(index.alias) or index.collection
+    return encoder_of(index, read, slugs, configured)
 
 
 def create(index: VectorIndex, collection: str, dim: int | None = None) -> None:

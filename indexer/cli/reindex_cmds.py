@@ -69,7 +69,12 @@ def _print_report(report: ReindexReport) -> None:
 
 
 def _run(
-    action: str, vectors: bool, target: int | None, opts: dict[str, Any], model: str | None = None
+    action: str,
+    vectors: bool,
+    target: int | None,
+    opts: dict[str, Any],
+    model: str | None = None,
+    recipe: str | None = None,
 ) -> None:
     """One action on the full-text index (``target``: mapping version) or on the vector
     collection (``target``: encoder truncation, None = the configured one)."""
@@ -93,7 +98,8 @@ def _run(
             "say": console.print,
         }
         if vectors:
-            _print_report(vec.reindex_vectors(settings, target, model=model, **kwargs))
+            report = vec.reindex_vectors(settings, target, model=model, recipe=recipe, **kwargs)
+            _print_report(report)
         else:
             _print_report(text.reindex(settings, target or MAPPING_VERSION, **kwargs))
 
@@ -116,6 +122,11 @@ def reindex(
         str | None,
         typer.Option(help="--vectors: the new collection's model (a directory or model package "
                           "in the workers' SIDECAR_EMBED_MODELS; default: SIDECAR_EMBED_MODEL)."),
+    ] = None,
+    recipe: Annotated[
+        str | None,
+        typer.Option(help="--vectors: the new collection's embedded text (forai, subject-forai; "
+                          "default: the workers' SIDECAR_EMBED_RECIPE)."),
     ] = None,
     rollback: Annotated[
         bool, typer.Option("--rollback", help="Swap back to the kept index.")
@@ -140,9 +151,14 @@ def reindex(
     opts: dict[str, Any] = {
         "settle_s": settle_s, "verify_timeout": verify_timeout, "grace_s": grace_s
     }
+    if recipe is not None:
+        from indexer.core.recipes import RECIPES
+
+        if recipe not in RECIPES:
+            raise typer.BadParameter(f"--recipe: choose one of {', '.join(RECIPES)}")
     try:
         if vectors:
-            _run(action, True, max_tokens, opts, model)
+            _run(action, True, max_tokens, opts, model, recipe)
         else:
             version = _version_of(mapping) if mapping else (to_version or MAPPING_VERSION)
             _run(action, False, version, opts)

@@ -1,7 +1,8 @@
 """Project a message's table state into the search document and the vector point.
 
 Pure functions over plain values: what the table holds in, what each index must hold out.
-``forai``, html and ``bcc`` never reach the full-text document; only ``forai`` is embedded.
+``forai``, html and ``bcc`` never reach the full-text document; the vector is made from
+``forai`` (with the subject, under the default recipe: :mod:`indexer.core.recipes`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from decimal import Decimal
 from typing import Any
 
 from indexer.core.plan import MessageRef
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
 
 # Fixed namespace so ids are stable across processes, releases and both engines.
 _ID_NAMESPACE = uuid.UUID("6f1c7a52-3a43-4d0e-9a55-5e3b2b8d1c20")
@@ -133,11 +135,17 @@ class VectorTarget:
     payload: Mapping[str, Any]
 
 
-def vector_target(state: MessageState) -> VectorTarget:
-    """A point per stored message with a non-empty ``forai``; otherwise no point at all."""
+def vector_target(state: MessageState, recipe: Recipe = DEFAULT_RECIPE) -> VectorTarget:
+    """A point per stored message with a non-empty ``forai``; otherwise no point at all.
+
+    The text is the recipe's (``recipe``: the one the target collection is named after), and
+    ``content_hash`` covers all of it: a change of recipe re-embeds, the same text does not.
+    """
     msg = state.message
-    text = _str(msg.get("forai")) if msg is not None else None
-    if msg is None or text is None or not text.strip():
+    if msg is None:
+        return VectorTarget(state.ref, None, {})
+    text = embedded_text(recipe, _str(msg.get("subject")), _str(msg.get("forai")))
+    if text is None:
         return VectorTarget(state.ref, None, {})
     payload = {
         "mailbox_id": state.ref.mailbox_id,

@@ -4,7 +4,8 @@ Used by ``sidecar reconcile``. Both sides go through the same *view* function, s
 compares equal exactly when the pipeline would have written it: the full-text view is the
 search document minus the participant fields (they come from the sidecar's own participant
 store, not the mail table) with ``clean`` reduced to its hash (the text can be large); the
-vector view is the point payload, whose ``content_hash`` stands for the ``forai`` text.
+vector view is the point payload, whose ``content_hash`` stands for the embedded text (the
+recipe of the collection searches read, :mod:`indexer.core.recipes`).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from typing import Any, Literal
 
 from indexer.core.documents import MessageState, search_document, text_hash, vector_target
 from indexer.core.plan import MessageRef
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
 Index = Literal["fulltext", "vectors"]
 Kind = Literal["missing", "orphan", "stale"]
@@ -82,9 +84,12 @@ def vector_view(payload: Mapping[str, Any] | None) -> dict[str, Any] | None:
     return dict(payload) if payload is not None else None
 
 
-def expected_views(state: MessageState) -> dict[Index, dict[str, Any] | None]:
-    """What each index must hold for a message in this table state (None: nothing)."""
-    target = vector_target(state)
+def expected_views(
+    state: MessageState, recipe: Recipe = DEFAULT_RECIPE
+) -> dict[Index, dict[str, Any] | None]:
+    """What each index must hold for a message in this table state (None: nothing); the
+    vectors under ``recipe``, the one of the collection compared."""
+    target = vector_target(state, recipe)
     return {
         "fulltext": fulltext_view(search_document(state)),
         "vectors": vector_view(target.payload) if target.text is not None else None,

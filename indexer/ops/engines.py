@@ -11,10 +11,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from indexer.adapters import vector_targets as vt
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import model_info
+from indexer.adapters.embedder import model_catalog, model_info
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 from indexer.pipeline import deps
 from indexer.settings import Settings
 
@@ -24,6 +26,16 @@ class Engines:
     store: DynamoStore
     fulltext: OpenSearchIndex
     vectors: VectorIndex
+    # The embedded text of the collection behind the read alias (see ``read_recipe``).
+    vector_recipe: Recipe = DEFAULT_RECIPE
+
+
+def read_recipe(settings: Settings, vectors: VectorIndex) -> Recipe:
+    """The recipe of the collection searches read: what its points must have been made from
+    (it may differ from ``SIDECAR_EMBED_RECIPE`` until ``sidecar reindex --vectors`` moves the
+    alias)."""
+    catalog = model_catalog(settings.embed_model, settings.embed_models)
+    return vt.read_encoder(vectors, catalog, settings.embed_max_tokens).recipe
 
 
 @contextmanager
@@ -36,7 +48,9 @@ def open_engines(settings: Settings) -> Iterator[Engines]:
     store = build_store(settings)
     try:
         model = model_info(settings.embed_model)
-        vectors = VectorIndex(store, settings.qdrant_collection, model.slug, model.dimension)
+        vectors = VectorIndex(
+            store, settings.qdrant_collection, model.slug, model.dimension, settings.embed_recipe
+        )
         vectors.ensure()
         yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)
     finally:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 from indexer.core.documents import MessageState
@@ -35,7 +35,7 @@ from indexer.core.drift import (
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
-from indexer.ops.engines import Engines, open_engines
+from indexer.ops.engines import Engines, open_engines, read_recipe
 from indexer.pipeline import deps
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
@@ -104,7 +104,8 @@ def reconcile(
     progress: Progress | None = None,
 ) -> ReconcileReport:
     """Compare every mailbox (or one) in the table with both indexes; repair if asked."""
-    with open_engines(settings) as engines:
+    with open_engines(settings) as opened:
+        engines = replace(opened, vector_recipe=read_recipe(settings, opened.vectors))
         engines.fulltext.refresh()
         names = [mailbox] if mailbox is not None else sorted(_all_mailboxes(engines))
         summaries, found = [], []
@@ -128,7 +129,7 @@ def _check_mailbox(
     side = _Side()
     for page in engines.store.mailbox_pages(mailbox):
         for state in _page_states(engines, mailbox, page):
-            for index, view in expected_views(state).items():
+            for index, view in expected_views(state, engines.vector_recipe).items():
                 side.expected[index][state.ref] = view
         side.table_messages += len(page)
         if progress is not None:
@@ -192,7 +193,7 @@ def _confirm(
 def _expected(engines: Engines, refs: Collection[MessageRef]) -> Views:
     views: Views = {i: {} for i in INDEXES}
     for ref, state in engines.store.read_states(refs, participants=False).items():
-        for index, view in expected_views(state).items():
+        for index, view in expected_views(state, engines.vector_recipe).items():
             views[index][ref] = view
     return views
 
@@ -217,7 +218,9 @@ def _repair(settings: Settings, engines: Engines, drift: Sequence[Drift]) -> lis
     embedder = _LazyEmbedder(settings)
     syncs: dict[Index, Callable[[list[MessageRef]], Outcome]] = {
         "fulltext": lambda refs: sync_fulltext(engines.store, engines.fulltext, refs),
-        "vectors": lambda refs: sync_vectors(engines.store, engines.vectors, embedder, refs),
+        "vectors": lambda refs: sync_vectors(
+            engines.store, engines.vectors, embedder, refs, engines.vector_recipe
+        ),
     }
     for index in INDEXES:
         refs = sorted({d.ref for d in drift if d.index == index})

@@ -2,8 +2,9 @@
 
 The same shape as the full-text reindex (:mod:`indexer.ops.reindex`, whose argument for "no
 update is lost" holds word for word: every vectors batch reads its targets afresh, see
-:mod:`indexer.pipeline.vector_sync`). A new collection (``<prefix>-<model>-t<N>``: the encoder
-truncates at N tokens) joins the write alias ``<prefix>-vectors-write``; a consistent Scan of
+:mod:`indexer.pipeline.vector_sync`). A new collection (``<prefix>-<model>[-t<N>][-<recipe>]``:
+another model, truncation or embedded text, see :mod:`indexer.adapters.vector_targets`) joins
+the write alias ``<prefix>-vectors-write``; a consistent Scan of
 the table sends every message through the normal vectors task, which embeds for each target
 with that target's encoder (its own cache: vectors differ by encoder); points per mailbox
 must equal the table's messages with a non-blank ``forai``; then one
@@ -64,7 +65,11 @@ def text_counts(settings: Settings) -> dict[str, int]:
 
 
 def _start(
-    admin: Admin, max_tokens: int | None, say: Say, model: str | None = None
+    admin: Admin,
+    max_tokens: int | None,
+    say: Say,
+    model: str | None = None,
+    recipe: str | None = None,
 ) -> tuple[str, str]:
     read, extra, _base = admin.state()
     if read is None:
@@ -75,12 +80,14 @@ def _start(
             "for rollback (`sidecar reindex --vectors --finish` drops it)"
         )
     try:
-        named = admin("name", max_tokens=max_tokens, model=model)
+        named = admin("name", max_tokens=max_tokens, model=model, recipe=recipe)
     except ValueError as exc:
         raise ReindexError(str(exc)) from exc
     new = str(named["collection"])
     if new == read:
-        raise ReindexError(f"searches already read {read}; choose another --max-tokens or --model")
+        raise ReindexError(
+            f"searches already read {read}; choose another --max-tokens, --model or --recipe"
+        )
     if admin("exists", collection=new):
         say(f"dropping {new}: an unaliased leftover of an earlier attempt")
         admin("drop", collection=new)
@@ -99,11 +106,13 @@ def reindex_vectors(
     task_timeout_s: float = 3600.0,
     say: Say = lambda _msg: None,
     model: str | None = None,
+    recipe: str | None = None,
 ) -> ReindexReport:
     """Build the collection of a new encoder (truncation ``max_tokens``, ``model``: a model
-    spec the workers know, see ``SIDECAR_EMBED_MODELS``) beside the live one, verify, swap."""
+    spec the workers know, see ``SIDECAR_EMBED_MODELS``; ``recipe``: the embedded text; each
+    None: the workers' configured one) beside the live one, verify, swap."""
     began, admin = time.monotonic(), Admin(settings)
-    old, new = _start(admin, max_tokens, say, model)
+    old, new = _start(admin, max_tokens, say, model, recipe)
     report = ReindexReport(old, new)
     try:
         time.sleep(settle_s)

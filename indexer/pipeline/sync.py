@@ -24,6 +24,7 @@ from indexer.core.documents import (
 )
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
 MAX_ROUNDS = 5
 
@@ -156,14 +157,20 @@ class _VectorWriter:
 
 
 def sync_vectors(
-    table: TableReader, sink: VectorSink, embedder: TextEmbedder, messages: Collection[MessageRef]
+    table: TableReader,
+    sink: VectorSink,
+    embedder: TextEmbedder,
+    messages: Collection[MessageRef],
+    recipe: Recipe = DEFAULT_RECIPE,
 ) -> Outcome:
-    """Make the vector index hold one point per stored message with non-empty ``forai``."""
+    """Make the vector index hold one point per stored message with non-empty ``forai``,
+    embedding the text of ``recipe`` (the one the sink's collection is named after)."""
     outcome = Outcome()
     writer = _VectorWriter(sink, embedder, outcome)
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, VectorTarget]:
-        return {r: vector_target(s) for r, s in table.read_states(refs, participants=False).items()}
+        states = table.read_states(refs, participants=False)
+        return {r: vector_target(s, recipe) for r, s in states.items()}
 
     result = _converge(messages, read, writer, _vector_key)
     result.embedded = outcome.embedded

@@ -12,15 +12,21 @@ from typing import Any
 from indexer.adapters import vector_targets as vt
 from indexer.adapters.embedder import model_catalog, model_info
 from indexer.adapters.qdrant import VectorIndex
+from indexer.core.recipes import recipe
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
 from indexer.settings import Settings, get_settings
 
 
 def _name(
-    settings: Settings, index: VectorIndex, max_tokens: int | None, model: str | None
+    settings: Settings,
+    index: VectorIndex,
+    max_tokens: int | None,
+    model: str | None,
+    text: str | None = None,
 ) -> dict[str, Any]:
-    """The collection (and vector size) of an encoder this process can embed with."""
+    """The collection (and vector size) of an encoder this process can embed with (None: the
+    configured truncation, model, recipe)."""
     catalog = model_catalog(settings.embed_model, settings.embed_models)
     slug = None if model is None else model_info(model).slug
     if slug is not None and slug not in catalog:
@@ -29,7 +35,9 @@ def _name(
             f"SIDECAR_EMBED_MODELS including it"
         )
     info = catalog[slug] if slug else next(iter(catalog.values()))
-    return {"collection": vt.collection_for(index, max_tokens, slug), "dim": info.dimension}
+    chosen = None if text is None else recipe(text)
+    collection = vt.collection_for(index, max_tokens, slug, chosen)
+    return {"collection": collection, "dim": info.dimension}
 
 
 def run(op: str, args: dict[str, Any]) -> Any:
@@ -43,7 +51,9 @@ def run(op: str, args: dict[str, Any]) -> Any:
     if op == "create":
         return vt.create(index, args["collection"], args.get("dim"))
     if op == "name":
-        return _name(settings, index, args.get("max_tokens"), args.get("model"))
+        return _name(
+            settings, index, args.get("max_tokens"), args.get("model"), args.get("recipe")
+        )
     if op == "drop":
         return vt.drop(index, args["collection"])
     if op == "aliases":

@@ -1,4 +1,5 @@
-"""The vectors task's work: sync every vector write target, each with its own encoder.
+"""The vectors task's work: sync every vector write target, each with its own encoder (model,
+truncation and embedded text, read from the target's name).
 
 Targets are read afresh for every batch (one ``get_aliases``), which is what makes a vector
 reindex lose nothing (the argument of :mod:`indexer.ops.reindex` holds as is).
@@ -45,9 +46,10 @@ def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Out
     outcome = Outcome()
     slugs = model_catalog(settings.embed_model, settings.embed_models)
     for n, collection in enumerate(vt.targets(index) or [index.collection]):
-        slug, tokens = vt.encoder_of(index, collection, slugs, settings.embed_max_tokens)
-        embedder = _Timed(embedder_for(settings, tokens, slug))
-        part = sync_vectors(deps.store(settings), vt.bound(index, collection), embedder, refs)
+        encoder = vt.encoder_of(index, collection, slugs, settings.embed_max_tokens)
+        embedder = _Timed(embedder_for(settings, encoder.tokens, encoder.slug))
+        view = vt.bound(index, collection)
+        part = sync_vectors(deps.store(settings), view, embedder, refs, encoder.recipe)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded
         outcome.embed_s += embedder.seconds

@@ -17,7 +17,7 @@ from search_api.query.ast import (
     Term,
     Thread,
 )
-from search_api.query.fusion import rrf
+from search_api.query.fusion import HybridTuning, rrf
 from search_api.query.opensearch import (
     build_query,
     build_search_body,
@@ -35,6 +35,7 @@ __all__ = [
     "DateBound",
     "Field",
     "HasAttachment",
+    "HybridTuning",
     "Node",
     "Not",
     "Or",

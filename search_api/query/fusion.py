@@ -10,6 +10,21 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class HybridTuning:
+    """Knobs of hybrid search: candidates per engine, RRF ``k`` and weights, and how many of
+    the free words the full-text leg needs (``any_words``, a ``minimum_should_match``; None:
+    all of them, as full-text mode). Measured on the semantic query set (``docs/quality.md``)."""
+
+    k: int = 60
+    text_weight: float = 1.0
+    vector_weight: float = 1.0
+    text_depth: int = 100
+    vector_depth: int = 200
+    any_words: str | None = None
 
 
 def rrf(

@@ -74,6 +74,8 @@ _ADDRESS_FIELDS = {
 }
 # notmuch's ``to:`` matches any recipient: To and Cc.
 _ADDRESS_GROUPS = {"from": ("from",), "to": ("to", "cc"), "cc": ("cc",)}
+# The minimum_should_match forms the relaxed full-text leg may use (a count, a share, or both).
+_MIN_SHOULD = re.compile(r"(?:[1-9]\d*<)?-?\d+%?")
 # Yes/no constraints: filter context (cached, unscored) when they are ANDed.
 _FILTER_NODES = (DateBound, Thread, HasAttachment)
 
@@ -205,11 +207,14 @@ def _clause(node: Node) -> Query:
     assert_never(node)
 
 
-def _conjunction(nodes: Iterable[Node]) -> dict[str, list[Query]]:
-    """ANDed nodes split into ``filter`` / ``must`` / ``must_not`` (empty ones left out)."""
+def _conjunction(nodes: Iterable[Node | Query]) -> dict[str, list[Query]]:
+    """ANDed nodes (or ready clauses) split into ``filter`` / ``must`` / ``must_not`` (empty
+    ones left out)."""
     parts: dict[str, list[Query]] = {"filter": [], "must": [], "must_not": []}
     for node in nodes:
-        if isinstance(node, Not):
+        if isinstance(node, dict):
+            parts["must"].append(node)
+        elif isinstance(node, Not):
             parts["must_not"].append(_clause(node.node))
         elif isinstance(node, _FILTER_NODES):
             parts["filter"].append(_clause(node))
@@ -218,11 +223,29 @@ def _conjunction(nodes: Iterable[Node]) -> dict[str, list[Query]]:
     return {key: clauses for key, clauses in parts.items() if clauses}
 
 
-def build_query(node: Node, mailbox_id: str) -> Query:
-    """The ``query`` of a search in one mailbox: a ``bool`` whose filter pins the mailbox."""
+def _relaxed(nodes: Sequence[Node], any_words: str) -> list[Node | Query]:
+    """The top-level nodes with their bare words made one clause: any ``any_words`` of them
+    (an OpenSearch ``minimum_should_match``), each word scored as in the strict query."""
+    words = [n for n in nodes if isinstance(n, Term)]
+    if len(words) < 2:
+        return list(nodes)
+    loose = {"bool": {"should": [_clause(w) for w in words], "minimum_should_match": any_words}}
+    return [*(n for n in nodes if not isinstance(n, Term)), loose]
+
+
+def build_query(node: Node, mailbox_id: str, *, any_words: str | None = None) -> Query:
+    """The ``query`` of a search in one mailbox: a ``bool`` whose filter pins the mailbox.
+
+    ``any_words`` (hybrid search's full-text leg only): the bare words of the top level need
+    not all match, only that many of them (``minimum_should_match``, e.g. ``"1"`` or ``"30%"``);
+    every operator, phrase, group and negation still holds exactly. None: all words (notmuch).
+    """
     if not mailbox_id:
         raise ValueError("mailbox_id is required: every search is confined to one mailbox")
-    body = _conjunction(node.nodes if isinstance(node, And) else (node,))
+    if any_words is not None and not _MIN_SHOULD.fullmatch(any_words):
+        raise ValueError(f"any_words {any_words!r} is not a minimum_should_match (N, N%, N<M%)")
+    top = node.nodes if isinstance(node, And) else (node,)
+    body = _conjunction(_relaxed(top, any_words) if any_words is not None else top)
     body["filter"] = [{"term": {MAILBOX_FIELD: mailbox_id}}, *body.get("filter", [])]
     return {"bool": body}
 
@@ -290,8 +313,10 @@ def build_search_body(
     search_after: Sequence[str | int | float] | None = None,
     collapse_threads: bool = False,
     offset: int = 0,
+    any_words: str | None = None,
 ) -> Query:
-    """The full ``_search`` body. ``search_after`` is the previous page's last ``sort``.
+    """The full ``_search`` body. ``search_after`` is the previous page's last ``sort``;
+    ``any_words``: see :func:`build_query` (hybrid's relaxed full-text leg).
 
     Raises :class:`QueryError` when the query would expand past the engine's clause limit
     (see ``expansion``), and ``ValueError`` for a page the engine would reject: size outside
@@ -303,7 +328,7 @@ def build_search_body(
         raise ValueError(f"size must be between 1 and {MAX_PAGE_SIZE}")
     if not 0 <= offset <= MAX_RESULT_WINDOW - size:
         raise ValueError(f"offset + size must stay within {MAX_RESULT_WINDOW}")
-    query = build_query(node, mailbox_id)
+    query = build_query(node, mailbox_id, any_words=any_words)
     check_expansion(query)
     sort = sort_spec(sort_by_date=sort_by_date)
     body: Query = {

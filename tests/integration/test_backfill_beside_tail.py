@@ -20,7 +20,6 @@ from typing import Any
 import pytest
 
 from indexer.cli.tail_cmds import build_tailer
-from indexer.core.documents import text_hash
 from indexer.pipeline import deps
 from indexer.settings import Settings
 from indexer.sources.backfill import BackfillSummary, backfill_export
@@ -30,6 +29,7 @@ from sidecar_tools.writer.store import delete_message, rewrite_message, store_me
 from tests.conftest import CORPORA
 from tests.integration.test_backfill import _full_export
 from tests.pipeline_helpers import (
+    embedded_hash,
     prepare_tables,
     qdrant_points,
     table_messages,
@@ -182,9 +182,7 @@ def test_backfill_beside_tail_ends_equal_to_the_table(settings: Settings, tmp_pa
         assert docs[sha256_hex(email["messageId"])]["subject"].startswith("[rewritten] ")
         assert docs[sha256_hex(email["messageId"])]["spec_version"] == "2.0"
     points = qdrant_points(settings, BOX)
-    want = {k: m["forai"] for k, m in table.items() if (m.get("forai") or "").strip()}
+    want = {k: h for k, m in table.items() if (h := embedded_hash(m)) is not None}
     assert set(points) == {(BOX, k) for k in want}
-    assert {k: points[(BOX, k)]["content_hash"] for k in want} == {
-        k: text_hash(text) for k, text in want.items()
-    }
+    assert {k: points[(BOX, k)]["content_hash"] for k in want} == want
     assert not gone & {k for _, k in points}

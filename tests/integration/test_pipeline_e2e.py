@@ -12,13 +12,13 @@ from pathlib import Path
 
 import pytest
 
-from indexer.core.documents import text_hash
 from indexer.pipeline import deps
 from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.files import load_file
 from tests.conftest import CORPORA
 from tests.pipeline_helpers import (
+    embedded_hash,
     export_stream,
     ingest_files,
     opensearch_docs,
@@ -111,7 +111,7 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
     with_text = {k for k, m in table.items() if (m.get("forai") or "").strip()}
     assert {k for (_, k) in points} == with_text
     for (_, key), payload in points.items():
-        assert payload["content_hash"] == text_hash(table[key]["forai"])
+        assert payload["content_hash"] == embedded_hash(table[key])  # subject + forai
         assert payload["thread_key"] == table[key]["thread_key"]
 
 

@@ -19,7 +19,6 @@ import pytest
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
 from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.cli.tail_cmds import build_tailer
-from indexer.core.documents import text_hash
 from indexer.ops import reindex_vectors as ops
 from indexer.settings import Settings
 from sidecar_tools.writer.files import read_emails
@@ -27,7 +26,7 @@ from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
 from tests.api_fixtures import start_api
 from tests.integration.test_reindex import BOX, FIRST, OTHER, SAMPLE, Load, Searches, _running, _say
-from tests.pipeline_helpers import prepare_tables, table_messages, wait_until
+from tests.pipeline_helpers import embedded_hash, prepare_tables, table_messages, wait_until
 
 # In embedded mode the API process also consumes the vectors queue (one owner of the store):
 # on these 2 shared cores, 10 semantic searches a second (each embeds its query) starve it.
@@ -37,7 +36,7 @@ SEARCH_EVERY_S = 0.3
 def _expected(ddb: Any, settings: Settings) -> dict[str, str]:
     """content_hash by message_key of every message that should have a point."""
     table = table_messages(ddb, settings.table, BOX)
-    return {k: text_hash(m["forai"]) for k, m in table.items() if (m.get("forai") or "").strip()}
+    return {k: h for k, m in table.items() if (h := embedded_hash(m)) is not None}
 
 
 def _points(store: Any, collection: str) -> dict[str, str]:
@@ -99,7 +98,9 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
     )
     searches.assert_never_failed(window, during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
-    assert report.old == old and report.new == f"{old}-t32"
+    base = f"{settings.qdrant_collection}-{MODEL_SLUG}"
+    assert report.old == old == f"{base}-subject-forai"
+    assert report.new == f"{base}-t32-subject-forai"  # the recipe stays the last part
     client = build_store(settings)  # the API has stopped: this process may open the store
     try:
         want = _expected(ddb, settings)

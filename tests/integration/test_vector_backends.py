@@ -145,3 +145,25 @@ def test_cluster_layout_reaches_every_collection(qdrant_server: object) -> None:
     assert schema["mailbox_id"].params.is_tenant is True
     assert {"thread_key", "message_key"} <= set(schema)
     store.close()
+
+
+def test_a_store_made_before_recipes_is_read_as_forai(tmp_path: Path) -> None:
+    """A collection named without a recipe suffix (every one before recipes) holds ``forai``:
+    a process configured for subject-forai keeps searching and writing it as forai until
+    ``sidecar reindex --vectors`` moves the alias; nothing is created beside it."""
+    from indexer.adapters import vector_targets as vt
+    from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+    from indexer.ops.engines import read_recipe
+
+    store = EdgeStore(tmp_path / "q")
+    try:
+        VectorIndex(store, "mail", MODEL_SLUG, DIMENSION, "forai").ensure()  # the old store
+        index = VectorIndex(store, "mail", MODEL_SLUG, DIMENSION)  # today's default recipe
+        index.ensure()
+        assert index.collection == f"mail-{MODEL_SLUG}-subject-forai"
+        assert store.aliases() == {index.alias: f"mail-{MODEL_SLUG}"}
+        assert f"mail-{MODEL_SLUG}-subject-forai" not in store.collections()
+        assert read_recipe(Settings(), index) == "forai"
+        assert vt.encoder_of(index, vt.targets(index)[0], [MODEL_SLUG], 256).recipe == "forai"
+    finally:
+        store.close()

@@ -22,6 +22,7 @@ from indexer.core.dynamo_json import decode_item, decode_value
 from indexer.core.errors import RecordError
 from indexer.core.items import ItemKind, classify
 from indexer.core.plan import MessageRef, Plan
+from indexer.core.recipes import Recipe
 from indexer.core.records import EventName, decode_record, unwrap
 
 MK = "a" * 64
@@ -233,15 +234,27 @@ def test_no_point_without_forai(forai: str | None) -> None:
 
 
 def test_vector_payload() -> None:
-    target = vector_target(_state())
+    target = vector_target(_state(subject="Re: [list] Hi"))
+    assert target.text == "Hi\n\nhello"  # the default recipe, subject-forai
     assert target.payload == {
         "mailbox_id": "box",
         "message_key": MK,
         "thread_key": TK,
         "ts": 1700000000,
         "from": "a@x.org",
-        "content_hash": text_hash("hello"),
+        "content_hash": text_hash("Hi\n\nhello"),  # covers the whole embedded text
     }
+    forai = vector_target(_state(subject="Re: [list] Hi"), "forai")
+    assert forai.text == "hello" and forai.payload["content_hash"] == text_hash("hello")
+
+
+def test_the_content_hash_follows_the_subject_only_under_subject_forai() -> None:
+    def digest(subject: str, recipe: Recipe) -> object:
+        return vector_target(_state(subject=subject), recipe).payload["content_hash"]
+
+    assert digest("Re: Hi", "subject-forai") == digest("Fwd: Hi", "subject-forai")  # same text
+    assert digest("Hi", "subject-forai") != digest("Bye", "subject-forai")  # re-embedded
+    assert digest("Hi", "forai") == digest("Bye", "forai")
 
 
 @given(

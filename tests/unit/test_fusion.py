@@ -83,3 +83,20 @@ def test_fusion_is_a_deterministic_total_order(rankings: list[list[str]]) -> Non
     assert scores == sorted(scores, reverse=True)
     assert rrf(rankings) == fused
     assert dict(rrf(list(reversed(rankings)))) == dict(fused)
+
+
+def test_hybrid_fuse_cuts_each_leg_to_its_depth_and_weighs_it() -> None:
+    from search_api.query import HybridTuning
+    from search_api.service import Candidate, fuse
+
+    def hits(*keys: str) -> list[Candidate]:
+        return [Candidate(k, f"t-{k}", 0, 1.0) for k in keys]
+
+    text, vector = hits("a", "b", "c"), hits("c", "d")
+    even = fuse(text, vector, HybridTuning(k=1, text_depth=2, vector_depth=2))
+    # c is beyond the text depth: it counts by its vector rank only (1/2), like a (1/2)
+    assert [c.message_key for c in even] == ["a", "c", "b", "d"]
+    assert [round(c.score, 4) for c in even] == [0.5, 0.5, 0.3333, 0.3333]
+    leaning = fuse(text, vector, HybridTuning(k=1, text_weight=0.5, vector_weight=1.0))
+    assert [c.message_key for c in leaning][:2] == ["c", "d"]  # c: 0.5/4 + 1/2; d: 1/3
+    assert text[0].score == 1.0  # the legs' candidates are not changed

@@ -426,3 +426,55 @@ def test_every_parsed_query_is_confined_and_safe(text: str) -> None:
     body = build_search_body(node, MB, size=10, sort_by_date=False, collapse_threads=True)
     json.dumps(body)
     assert body["query"]["bool"]["filter"][0] == MAILBOX_TERM
+
+
+# --- hybrid's relaxed full-text leg -------------------------------------------------------
+
+
+def word(text: str) -> dict[str, Any]:
+    """The strict clause of one bare word (what each word of the relaxed leg keeps)."""
+    return only(text)
+
+
+def test_relaxed_leg_ors_the_bare_words_and_keeps_every_operator_exact() -> None:
+    text = 'cache flush from:ralf "hazard barrier" -draft after:2024-01-31 (a OR b) R10000'
+    query = build_query(parse(text), MB, any_words="30%")
+    assert_safe(query)
+    strict = q(text)["bool"]
+    body = query["bool"]
+    loose = {"bool": {"should": [word("cache"), word("flush"), word("R10000")],
+                      "minimum_should_match": "30%"}}
+    # every other clause exactly as in the strict query; the words are one "some of" clause
+    assert body["filter"] == strict["filter"] and body["must_not"] == strict["must_not"]
+    assert body["must"] == [c for c in strict["must"] if c not in loose["bool"]["should"]] + [
+        loose
+    ]
+    assert len(strict["must"]) == 6 and len(body["must"]) == 4
+
+
+@pytest.mark.parametrize("text", ["cache", "from:ralf", "cache from:ralf", "a OR b c", "-x y"])
+def test_one_word_or_none_is_the_strict_query(text: str) -> None:
+    """Nothing to relax with fewer than two bare words; nested words are never relaxed."""
+    relaxed = build_query(parse(text), MB, any_words="1")
+    assert relaxed == q(text)
+
+
+def test_full_text_mode_keeps_and() -> None:
+    body = build_search_body(parse("cache flush"), MB, size=10, sort_by_date=False)
+    assert [c["multi_match"]["operator"] for c in body["query"]["bool"]["must"]] == ["and"] * 2
+
+
+@pytest.mark.parametrize("bad", ["", "x", "1;drop", "50%%", "<2", "1 OR 2"])
+def test_a_malformed_minimum_should_match_is_refused(bad: str) -> None:
+    with pytest.raises(ValueError, match="minimum_should_match"):
+        build_query(parse("a b"), MB, any_words=bad)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(WORDS, max_size=30).map(" ".join))
+def test_every_relaxed_query_is_confined_and_safe(text: str) -> None:
+    try:
+        node = parse(text)
+    except QueryError:
+        return
+    assert_safe(build_query(node, MB, any_words="2<40%"))

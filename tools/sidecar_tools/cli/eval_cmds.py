@@ -16,10 +16,13 @@ Corpora = Annotated[
 
 
 def _eval_semantic(
-    suites: Path | None, corpora: Path | None, only: list[str] | None, keep: bool
+    suites: Path | None, corpora: Path | None, only: list[str] | None, keep: bool,
+    tune: bool = False,
 ) -> None:
-    """``sidecar eval --semantic``: the semantic query set per mode and half (a table)."""
+    """``sidecar eval --semantic``: the semantic query set per mode and half (a table); with
+    ``--tune`` also the hybrid tunings tried on the tune half (a second table)."""
     from search_api.backends import Backends
+    from sidecar_tools.quality import hybrid_tune
     from sidecar_tools.quality import suite as suites_mod
     from sidecar_tools.quality.local_index import eval_namespace
     from sidecar_tools.quality.modes import mode_table, score_suite
@@ -36,7 +39,10 @@ def _eval_semantic(
         suites_mod.index_suites(settings, chosen, Path(tmp))
         backends = Backends(settings)
         scores = [row for s in chosen for row in score_suite(backends, s)]
+        legs = [leg for s in chosen for leg in hybrid_tune.fetch_legs(backends, s)] if tune else []
     typer.echo("\n".join(mode_table(scores)))
+    if tune:
+        typer.echo("\n" + "\n".join(hybrid_tune.tune_table(*hybrid_tune.tune(legs))))
 
 
 def eval_queries(
@@ -49,12 +55,17 @@ def eval_queries(
         help="Run the semantic query set (eval_data/semantic-suites.json) in every mode and "
              "report nDCG@10 and recall@10 per mode and half (tune / held-out check).",
     )] = False,
+    tune: Annotated[bool, typer.Option(
+        "--tune",
+        help="--semantic: also try hybrid tunings (RRF k, weights, depth, words needed) and "
+             "rank them on the tune half, with the held-out check half beside each.",
+    )] = False,
 ) -> None:
     """Load each suite's corpus into a throwaway namespace, index it, run its query file and
     report precision/recall per query (MRR and nDCG@10 for ranked ones). Exit 1 unless every
     operator query is exact."""
     if semantic:
-        _eval_semantic(suites, corpora, only, keep)
+        _eval_semantic(suites, corpora, only, keep, tune)
         return
     from search_api.backends import Backends
     from sidecar_tools.quality import suite as suites_mod

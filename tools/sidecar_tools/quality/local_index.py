@@ -61,7 +61,8 @@ def local_send(settings: Settings, lanes: dict[str, ThreadPoolExecutor]) -> Any:
 
     def vectors(payload: dict[str, Any]) -> Outcome:
         index, embedder = deps.vector_index(settings), deps.embedder(settings)
-        return sync_vectors(deps.store(settings), index, embedder, _refs(payload))
+        refs = _refs(payload)  # a fresh namespace: the alias names the configured recipe's
+        return sync_vectors(deps.store(settings), index, embedder, refs, index.recipe)
 
     work = {"fulltext": fulltext, "vectors": vectors}
 

@@ -78,10 +78,11 @@ def same_thread_recall(
     return Score(variant, mean, len(scores))
 
 
-def default_variants(max_tokens: int = 256) -> list[Variant]:
-    """What the table compares: each engine alone, then fused with a few cheap tunings."""
+def default_variants(max_tokens: int = 256, recipe: str = "subject-forai") -> list[Variant]:
+    """What the table compares: each engine alone, then fused with a few cheap tunings
+    (``recipe``: the embedded text, named in the vector row)."""
     return [
-        Variant(f"vector (forai, MiniLM, {max_tokens} tokens)", "vector"),
+        Variant(f"vector ({recipe}, MiniLM, {max_tokens} tokens)", "vector"),
         Variant("more_like_this (subject+clean)", "mlt"),
         Variant("hybrid: vector + mlt, RRF k=60, depth 50", "hybrid", _two(k=60, depth=50)),
         Variant("hybrid: vector + mlt, RRF k=10, depth 20", "hybrid", _two(k=10, depth=20)),

@@ -38,6 +38,6 @@ def measure(
     ids = Identities.of_mailbox(backends, MAILBOX)
     threads = {key: thread for key, (_, thread) in ids.by_key.items()}
     asked = questions(backends, MAILBOX, threads)
-    variants = default_variants(settings.embed_max_tokens)
+    variants = default_variants(settings.embed_max_tokens, settings.embed_recipe)
     scores = [same_thread_recall(backends, MAILBOX, threads, asked, v, k) for v in variants]
     return scores, default_name(variants)
