@@ -90,7 +90,8 @@ SEARCH_DESCRIPTION = """Full-text, semantic or hybrid (RRF) search of one mailbo
 `q` syntax (notmuch-like; operator names any case, `OR`/`AND` uppercase):
 
 - `budget review`: all words must match, in subject or body (stemmed or exact words, or
-  parts of identifiers and paths); `"release checklist"`: exact phrase.
+  parts of identifiers and paths; in `hybrid` mode the full-text side needs any one of the
+  free words, operators still apply exactly); `"release checklist"`: exact phrase.
 - `a b OR c` is `a AND (b OR c)`: OR binds tighter than the implicit AND.
 - `-draft`, `-from:bot@x.org`, `-(a OR b)`: negation; `( … )` groups.
 - `from:keithp`, `from:keithp@keithp.com`, `from:keithp.com`, `from:Packard`: address, local
@@ -123,7 +124,8 @@ def search(
     collapse: Literal["thread"] | None = None,
     sort: Literal["relevance", "date"] = "relevance",
 ) -> dict[str, Any]:
-    """Full-text, semantic or hybrid (RRF, k = 60) search of one mailbox; see the syntax above."""
+    """Full-text, semantic or hybrid (RRF of both, full-text leg relaxed) search of one
+    mailbox; see the syntax above."""
     if len(q) > MAX_QUERY_LENGTH:
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
     node = parse(q)

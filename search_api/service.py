@@ -30,8 +30,12 @@ from search_api.query import (
 from search_api.vector_search import search as vector_search
 
 DEPTH = 200  # candidates per engine for semantic / collapsed pages
-# Hybrid search as shipped: see docs/quality.md ("The semantic query set") for how it was tuned.
-HYBRID = HybridTuning()
+# Hybrid search as shipped, tuned on the semantic query set's tune half (`sidecar eval
+# --semantic --tune`, docs/quality.md): any one free word admits a full-text candidate, and the
+# full-text ranking weighs a quarter of the semantic one; 100 candidates from each leg.
+HYBRID = HybridTuning(
+    k=60, text_weight=0.25, vector_weight=1.0, text_depth=100, vector_depth=100, any_words="1"
+)
 ROW_FIELDS = (
     "message_id",
     "thread_id",

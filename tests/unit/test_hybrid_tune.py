@@ -21,16 +21,15 @@ def _legs(half: str, text: str, vector: str, relevant: str) -> ht.Legs:
 
 
 def test_the_choice_is_made_on_the_tune_half_only() -> None:
-    legs = [
-        _legs("tune", "a", "bcdefgh" + "a", "a"),  # full text finds what the vector ranks last
-        _legs("check", "a", "a", "b"),  # whatever the check half says cannot change the choice
-    ]
-    default, best, ranked = ht.tune(legs)
+    tune = _legs("tune", "a", "bcdefgh" + "a", "a")  # full text finds what the vector ranks last
+    default, best, ranked = ht.tune([tune])
     assert default.tuning == service.HYBRID and ranked[0] == best
-    assert best.tuning.any_words == "1" and best.ndcg["tune"] == 1.0
-    assert default.ndcg["tune"] < 1.0  # all words needed: the text leg is empty
-    only_tune = ht.tune(legs[:1])[1]
-    assert only_tune.tuning == best.tuning
+    assert best.ndcg["tune"] == max(r.ndcg["tune"] for r in ranked) == 1.0
+    assert best.tuning.any_words is not None  # with all words needed the text leg is empty
+    assert ht.score([tune], HybridTuning(any_words=None)).ndcg["tune"] < 1.0
+    for check in ("a", "b", "h"):  # whatever the check half says cannot change the choice
+        with_check = ht.tune([tune, _legs("check", "b", "hgfedcb", check)])[1]
+        assert with_check.tuning == best.tuning and with_check.ndcg["tune"] == best.ndcg["tune"]
 
 
 def test_a_row_scores_what_the_api_would_rank() -> None:
