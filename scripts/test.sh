@@ -4,6 +4,9 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 export SIDECAR_AWS_ENDPOINT_URL=${SIDECAR_AWS_ENDPOINT_URL:-http://127.0.0.1:5000}
+# The suite leaves ~260 small indices on the node (unique names per test); at 512 MB the
+# node's parent circuit breaker answered 429 near the end of a full run. 1 GB for the tests.
+export SIDECAR_OPENSEARCH_HEAP=${SIDECAR_OPENSEARCH_HEAP:-1g}
 
 .venv/bin/sidecar stack up || { echo "test: the stack did not come up" >&2; exit 1; }
 trap '.venv/bin/sidecar stack down' EXIT
