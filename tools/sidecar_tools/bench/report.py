@@ -59,6 +59,12 @@ def _at_least(name: str, value: float, reference: float, factor: float) -> Targe
     return Target(name, _ratio(value, reference), f">= {factor:g}", value >= factor * reference)
 
 
+def engine_gap_ms(api: dict[str, Any], raw: dict[str, Any], mode: str) -> float:
+    """API p50 of ``mode`` less the p50s of the raw engine calls it makes (``ENGINE_CALLS``):
+    the API's own overhead, which must stay within ``API_SLACK_MS``."""
+    return float(api[mode]["p50_ms"] - sum(raw[c]["p50_ms"] for c in ENGINE_CALLS[mode]))
+
+
 def targets(j: dict[str, Any]) -> list[Target]:
     p, lim, peers = j["pipeline"], j["limits"], j["peers"]
     pipe, ft = p["pipeline"]["messages_per_s"], p["fulltext_only"]["messages_per_s"]
@@ -83,14 +89,12 @@ def targets(j: dict[str, Any]) -> list[Target]:
         )
     )
     raw, api = j["search"]["raw"], j["search"]["api"]
-    for mode, calls in ENGINE_CALLS.items():
-        floor = sum(raw[c]["p50_ms"] for c in calls)
+    for mode in ENGINE_CALLS:
+        gap = engine_gap_ms(api, raw, mode)
         found.append(
             Target(
-                f"API {mode} p50 - engine p50s (ms)",
-                api[mode]["p50_ms"] - floor,
-                f"<= {API_SLACK_MS:.0f}",
-                api[mode]["p50_ms"] <= floor + API_SLACK_MS,
+                f"API {mode} p50 - engine p50s (ms)", gap, f"<= {API_SLACK_MS:.0f}",
+                gap <= API_SLACK_MS,
             )
         )
         big = j["corpus"]["messages"] >= P99_AT
