@@ -10,6 +10,9 @@ from celery import Celery
 
 from indexer.settings import Settings, get_settings
 
+# How long a dead restorer's lock stops the redelivery of unacked tasks (kombu: 300 s).
+UNACKED_MUTEX_EXPIRE_S = 30
+
 
 def configure(app: Celery, settings: Settings) -> None:
     app.conf.update(
@@ -32,6 +35,11 @@ def configure(app: Celery, settings: Settings) -> None:
             # Restore unacked messages of a dead worker soon after the visibility timeout.
             "unacked_restore_interval": 5,
             "unacked_restore_throttle": 1,
+            # Restoring takes a lock in Redis that a worker SIGKILLed while holding it (an OOM
+            # kill) leaves behind: kombu's default of 300 s stops every redelivery that long.
+            # A restore takes milliseconds, and a second restorer is harmless (each message is
+            # moved back in a transaction that checks it is still unacked).
+            "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
         },
         result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
         task_default_queue=settings.fulltext_queue,

@@ -7,6 +7,8 @@ import signal
 from pathlib import Path
 
 import pytest
+import redis
+from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from indexer.pipeline.runner import ingestor
 from indexer.settings import Settings
@@ -24,6 +26,13 @@ from tests.pipeline_helpers import (
 )
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
+
+
+def _broker_state(settings: Settings) -> str:
+    """What a stuck redelivery is waiting on: ready tasks, unacked ones, the restore lock."""
+    client = redis.Redis.from_url(settings.redis_url)
+    queues = {q: client.llen(q) for q in (settings.fulltext_queue, settings.vectors_queue)}
+    return f"ready {queues}, unacked {client.hlen('unacked')}, lock ttl {client.ttl('unacked_mutex')} s"
 
 
 def test_sigkilled_workers_lose_nothing(settings: Settings, tmp_path: Path) -> None:
@@ -46,7 +55,10 @@ def test_sigkilled_workers_lose_nothing(settings: Settings, tmp_path: Path) -> N
         for proc in procs:
             proc.wait(timeout=30)
     with workers(settings):
-        summary = run.wait(timeout_s=300)
+        try:
+            summary = run.wait(timeout_s=300)
+        except CeleryTimeoutError:
+            pytest.fail(f"not converged in 300 s; broker: {_broker_state(settings)}")
     assert summary.dead_lettered == 0
     assert summary.applied + summary.ignored == summary.read
     assert set(opensearch_docs(settings, "crash")) == set(table)
