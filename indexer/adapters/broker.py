@@ -3,9 +3,11 @@ classification of its errors, and the queue gauges read from it at scrape time."
 
 from __future__ import annotations
 
+import json
 import logging
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator, Sequence
 from functools import lru_cache
+from typing import Any
 
 import redis
 from prometheus_client import CollectorRegistry
@@ -43,6 +45,51 @@ def classify(exc: BaseException) -> ErrorKind | None:
         busy = text in {"LOADING", "READONLY", "MASTERDOWN", "TRYAGAIN", "BUSY"}
         return ErrorKind.TRANSIENT if busy else ErrorKind.UNEXPECTED
     return None
+
+
+def lost_task_check(settings: Settings) -> Callable[[Sequence[Any]], list[bool]]:
+    """``lost(results)``: for each task, whether it never started and is in neither of the
+    deployment's queues nor among the unacked tasks (kombu's ``unacked`` hash, all queues).
+
+    Both queues and the hash are read in one MULTI, so a task moving between them (a delivery,
+    a restore) is seen in one place or the other; only a task in a worker's hands between
+    kombu's pop and its unacked write is missed — exactly the one a SIGKILL there would lose,
+    and sending it again is harmless. A result that is not a Celery one (a skipped stage) is
+    never lost.
+    """
+    client = redis_client(settings)
+    queues = (settings.fulltext_queue, settings.vectors_queue)
+
+    def unstarted(result: Any) -> bool:
+        return isinstance(getattr(result, "id", None), str) and result.state == "PENDING"
+
+    def lost(results: Sequence[Any]) -> list[bool]:
+        waiting = [unstarted(r) for r in results]
+        if not any(waiting):
+            return waiting
+        pipe = client.pipeline(transaction=True)
+        for queue in queues:
+            pipe.lrange(queue, 0, -1)
+        pipe.hvals("unacked")
+        held = {_task_id(raw) for found in pipe.execute() for raw in found}
+        return [
+            w and r.id not in held and unstarted(r) for w, r in zip(waiting, results, strict=True)
+        ]
+
+    return lost
+
+
+def _task_id(raw: bytes) -> str | None:
+    """The Celery task id of a queued kombu message, or of an unacked entry
+    (``[message, exchange, routing_key]``); None for anything else."""
+    try:
+        found = json.loads(raw)
+    except ValueError:
+        return None
+    message = found[0] if isinstance(found, list) and found else found
+    headers = message.get("headers") if isinstance(message, dict) else None
+    task_id = headers.get("id") if isinstance(headers, dict) else None
+    return task_id if isinstance(task_id, str) else None
 
 
 class QueueCollector(Collector):

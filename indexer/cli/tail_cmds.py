@@ -39,6 +39,7 @@ def build_tailer(
     covers exactly that page's tasks.
     """
     from indexer.adapters import aws
+    from indexer.adapters.broker import lost_task_check
     from indexer.adapters.state import Lease, ShardCheckpointStore
     from indexer.adapters.streams import latest_stream_arn
     from indexer.pipeline.ingest import Ingestor
@@ -52,6 +53,7 @@ def build_tailer(
     reader = "" if stage == "all" else stage
     send = celery_send(settings) if stage == "all" else only_stage(celery_send(settings), stage)
     write_dead_letter = decode_dead_letter(settings)
+    lost = lost_task_check(settings)
 
     def dead_letter(item: RawRecord, reason: str) -> None:
         if stage != "vectors":
@@ -61,7 +63,7 @@ def build_tailer(
         aws.client(settings, "dynamodbstreams"),
         arn,
         ShardCheckpointStore(ddb, state, arn, reader),
-        lambda: Ingestor(send, dead_letter, settings.batch_messages),
+        lambda: Ingestor(send, dead_letter, settings.batch_messages, lost=lost),
         lease=Lease(ddb, state, settings.table + (f"#{reader}" if reader else ""),
                     duration_s=lease_s),
         options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage),

@@ -4,13 +4,20 @@ Decoding and planning are pure and cheap, so they run here; a record that cannot
 is dead-lettered at once with its reason and source, and the rest go on. Each batch becomes
 one full-text task and (when needed) one vectors task on separate queues, so full-text
 freshness never waits for embedding.
+
+A task can vanish from the broker: kombu's Redis transport pops a task and records it as
+unacked in two steps, and a worker SIGKILLed between them takes the task with it. While waiting,
+every ``LOST_CHECK_S`` without an answer the tasks not yet answered are looked for (``Lost``);
+one that is neither queued nor in flight and never started is sent again (tasks are
+idempotent: a duplicate costs time, never correctness).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -28,6 +35,11 @@ class Pending(Protocol):
 
 Send = Callable[[str, dict[str, Any]], Pending]
 DeadLetter = Callable[[RawRecord, str], None]
+# For each task: True when the broker has no trace of it (not queued, not in flight) and it
+# never started.
+Lost = Callable[[Sequence[Pending]], list[bool]]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -40,26 +52,39 @@ class IngestSummary:
     batches: int = 0
     embedded: int = 0
     waited: bool = False
+    resent: int = 0  # tasks sent again because the broker had lost them
     # Worker-timed seconds of the batches, by stage, and of those the embedder's share.
     stage_s: dict[str, float] = field(default_factory=dict)
     embed_s: float = 0.0
 
 
 @dataclass
+class _Task:
+    stage: str
+    payload: dict[str, Any]
+    pending: Pending
+
+
+@dataclass
 class _Batch:
     records: Counter[MessageRef] = field(default_factory=Counter)
-    results: list[Pending] = field(default_factory=list)
+    results: list[_Task] = field(default_factory=list)
 
 
 POLL_S = 5.0
+LOST_CHECK_S = 30.0
 
 
-def _result(pending: Pending, deadline: float) -> Any:
+def _result(
+    pending: Pending, deadline: float, between: Callable[[], Pending | None] | None = None
+) -> Any:
     """A task's result, asked for in slices of ``POLL_S`` until ``deadline``.
 
     Each ask reads the stored result before listening for its notice; a notice published
     while the broker connection was down (a Redis restart) is never delivered, so one long
-    ``get`` would wait out the whole timeout although the task is done.
+    ``get`` would wait out the whole timeout although the task is done. ``between`` runs after
+    each slice without an answer and may give the task to wait for instead (the ingestor's
+    lost-task check sends a lost one again).
     """
     while True:
         left = deadline - time.monotonic()
@@ -68,13 +93,24 @@ def _result(pending: Pending, deadline: float) -> Any:
         except CeleryTimeoutError:
             if left <= POLL_S:
                 raise
+        if between is not None:
+            pending = between() or pending
 
 
 class Ingestor:
     """Accumulates records into batches of at most ``batch_messages`` messages."""
 
-    def __init__(self, send: Send, dead_letter: DeadLetter, batch_messages: int) -> None:
+    def __init__(
+        self,
+        send: Send,
+        dead_letter: DeadLetter,
+        batch_messages: int,
+        lost: Lost | None = None,
+        lost_check_s: float = LOST_CHECK_S,
+    ) -> None:
         self._send = send
+        self._lost, self._lost_check_s = lost, lost_check_s
+        self._checked = time.monotonic()
         self._dead_letter = dead_letter
         self._limit = batch_messages
         self._plan = Plan()
@@ -117,16 +153,36 @@ class Ingestor:
             return
         messages = [r.to_json() for r in sorted(plan.fulltext)]
         participants = [p.to_json() for p in sorted(plan.participants)]
-        batch.results.append(
-            self._send("fulltext", {"messages": messages, "participants": participants})
-        )
+        self._enqueue(batch, "fulltext", {"messages": messages, "participants": participants})
         if plan.vectors:
-            batch.results.append(
-                self._send("vectors", {"messages": [r.to_json() for r in sorted(plan.vectors)]})
-            )
+            vectors = [r.to_json() for r in sorted(plan.vectors)]
+            self._enqueue(batch, "vectors", {"messages": vectors})
         self._sent.append(batch)
         self.summary.batches += 1
         self._plan, self._batch = Plan(), _Batch()
+
+    def _enqueue(self, batch: _Batch, stage: str, payload: dict[str, Any]) -> None:
+        batch.results.append(_Task(stage, payload, self._send(stage, payload)))
+
+    def _result(self, task: _Task, deadline: float, later: list[_Task]) -> Any:
+        def between() -> Pending | None:
+            self._resend_lost([task, *later])
+            return task.pending
+
+        return _result(task.pending, deadline, between)
+
+    def _resend_lost(self, tasks: list[_Task]) -> None:
+        """Look for the unanswered tasks at most every ``lost_check_s``; send the lost again."""
+        now = time.monotonic()
+        if self._lost is None or now - self._checked < self._lost_check_s:
+            return
+        self._checked = now
+        for task, lost in zip(tasks, self._lost([t.pending for t in tasks]), strict=True):
+            if lost:
+                log.warning("a %s task was lost by the broker (neither queued nor in flight, "
+                            "never started): sent again", task.stage)
+                task.pending = self._send(task.stage, task.payload)
+                self.summary.resent += 1
 
     def _add_times(self, result: dict[str, Any]) -> None:
         stage = str(result.get("stage", "?"))
@@ -137,10 +193,13 @@ class Ingestor:
     def wait(self, timeout_s: float = 3600.0) -> IngestSummary:
         """Block until every batch is applied (or dead-lettered) in both indexes."""
         deadline = time.monotonic() + timeout_s
+        tasks = [task for batch in self._sent for task in batch.results]
+        done = 0
         for batch in self._sent:
             failed: set[MessageRef] = set()
-            for pending in batch.results:
-                result = _result(pending, deadline)
+            for task in batch.results:
+                done += 1
+                result = self._result(task, deadline, tasks[done:])
                 failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
                 self.summary.embedded += int(result.get("embedded", 0))
                 self._add_times(result)

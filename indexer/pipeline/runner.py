@@ -16,6 +16,7 @@ import time
 import uuid
 from typing import IO, Any
 
+from indexer.adapters.broker import lost_task_check
 from indexer.core.dead_letters import trigger_of
 from indexer.core.records import RawRecord
 from indexer.pipeline import deps
@@ -66,7 +67,9 @@ def decode_dead_letter(settings: Settings) -> DeadLetter:
 
 
 def ingestor(settings: Settings) -> Ingestor:
-    return Ingestor(celery_send(settings), decode_dead_letter(settings), settings.batch_messages)
+    """The Celery ingestor of the deployment; it sends again a task the broker lost."""
+    return Ingestor(celery_send(settings), decode_dead_letter(settings),
+                    settings.batch_messages, lost=lost_task_check(settings))
 
 
 def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) -> list[str]:
