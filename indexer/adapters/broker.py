@@ -55,7 +55,7 @@ def lost_task_check(settings: Settings) -> Callable[[Sequence[Any]], list[bool]]
     a restore) is seen in one place or the other; only a task in a worker's hands between
     kombu's pop and its unacked write is missed — exactly the one a SIGKILL there would lose,
     and sending it again is harmless. A result that is not a Celery one (a skipped stage) is
-    never lost.
+    never lost, nor is any task while Redis does not answer.
     """
     client = redis_client(settings)
     queues = (settings.fulltext_queue, settings.vectors_queue)
@@ -64,6 +64,13 @@ def lost_task_check(settings: Settings) -> Callable[[Sequence[Any]], list[bool]]
         return isinstance(getattr(result, "id", None), str) and result.state == "PENDING"
 
     def lost(results: Sequence[Any]) -> list[bool]:
+        try:
+            return _lost(results)
+        except RedisError as exc:  # cannot tell now: nothing is lost; the next look will tell
+            log.warning("lost-task check skipped: redis unavailable: %s", exc)
+            return [False] * len(results)
+
+    def _lost(results: Sequence[Any]) -> list[bool]:
         waiting = [unstarted(r) for r in results]
         if not any(waiting):
             return waiting
