@@ -8,8 +8,8 @@ freshness never waits for embedding.
 A task can vanish from the broker: kombu's Redis transport pops a task and records it as
 unacked in two steps, and a worker SIGKILLed between them takes the task with it. While waiting,
 every ``LOST_CHECK_S`` without an answer the tasks not yet answered are looked for (``Lost``);
-one that is neither queued nor in flight and never started is sent again (tasks are
-idempotent: a duplicate costs time, never correctness).
+one that is neither queued nor in flight and never started, at two looks in a row, is sent
+again (tasks are idempotent: a duplicate costs time, never correctness).
 """
 
 from __future__ import annotations
@@ -63,6 +63,7 @@ class _Task:
     stage: str
     payload: dict[str, Any]
     pending: Pending
+    missing: bool = False  # not found by the last look for lost tasks
 
 
 @dataclass
@@ -172,13 +173,17 @@ class Ingestor:
         return _result(task.pending, deadline, between)
 
     def _resend_lost(self, tasks: list[_Task]) -> None:
-        """Look for the unanswered tasks at most every ``lost_check_s``; send the lost again."""
+        """Look for the unanswered tasks at most every ``lost_check_s``; send again the ones
+        missing at two looks in a row."""
         now = time.monotonic()
         if self._lost is None or now - self._checked < self._lost_check_s:
             return
         self._checked = now
         for task, lost in zip(tasks, self._lost([t.pending for t in tasks]), strict=True):
-            if lost:
+            # Missing at two looks in a row: a task in a worker's hands between kombu's pop and
+            # its unacked write is missing at one instant, never for a whole interval.
+            task.missing, resend = lost and not task.missing, lost and task.missing
+            if resend:
                 log.warning("a %s task was lost by the broker (neither queued nor in flight, "
                             "never started): sent again", task.stage)
                 task.pending = self._send(task.stage, task.payload)

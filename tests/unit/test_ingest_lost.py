@@ -67,3 +67,24 @@ def test_a_task_the_broker_still_holds_is_never_sent_again() -> None:
     with pytest.raises(CeleryTimeoutError):
         run.wait(timeout_s=POLL_S + 0.2)  # asks until the last slice, then gives up
     assert asked and run.summary.resent == 0 and len(sent) == len(set(sent))
+
+
+def test_a_task_missing_at_one_look_only_is_not_sent_again() -> None:
+    """A task in a worker's hands (popped, not yet recorded unacked) is missing for an instant."""
+    looks: list[int] = []
+
+    def once_missing(pending: list[Any]) -> list[bool]:
+        looks.append(len(pending))
+        return [len(looks) == 1] * len(pending)
+
+    sent: list[str] = []
+
+    def send(stage: str, payload: dict[str, Any]) -> Any:
+        sent.append(stage)
+        return _Silent()
+
+    run = Ingestor(send, lambda item, reason: None, 10, lost=once_missing, lost_check_s=0.0)
+    run.feed_all([_record(1)])
+    with pytest.raises(CeleryTimeoutError):
+        run.wait(timeout_s=POLL_S + 0.2)
+    assert len(looks) > 2 and run.summary.resent == 0 and len(sent) == 2
