@@ -41,6 +41,12 @@ RECORDS_DEAD_LETTERED = Counter(
     "sidecar_records_dead_lettered_total",
     "Records dead-lettered: undecodable, or naming a message that an index rejected.",
 )
+TASKS_RESENT = Counter(
+    "sidecar_tasks_resent_total",
+    "Tasks sent again because the broker had lost them (neither queued nor unacked, never "
+    "started, at two looks in a row), by stage.",
+    ["stage"],
+)
 MESSAGES = Counter(
     "sidecar_worker_messages_total",
     "Messages a worker synced, by stage (fulltext, vectors) and outcome "

@@ -26,7 +26,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
 from indexer.core.records import RawRecord, decode_record
-from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ
+from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ, TASKS_RESENT
 
 
 class Pending(Protocol):
@@ -188,6 +188,7 @@ class Ingestor:
                             "never started): sent again", task.stage)
                 task.pending = self._send(task.stage, task.payload)
                 self.summary.resent += 1
+                TASKS_RESENT.labels(task.stage).inc()
 
     def _add_times(self, result: dict[str, Any]) -> None:
         stage = str(result.get("stage", "?"))

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import redis
 from celery.exceptions import TimeoutError as CeleryTimeoutError
+from prometheus_client import REGISTRY
 
 from indexer.adapters.broker import lost_task_check
 from indexer.pipeline.ingest import Ingestor
@@ -94,8 +95,11 @@ def test_a_task_the_broker_lost_is_sent_again(settings: Settings, tmp_path: Path
     dropped = client.llen(settings.fulltext_queue)
     assert dropped == run.summary.batches > 1
     client.delete(settings.fulltext_queue)
+    before = REGISTRY.get_sample_value("sidecar_tasks_resent_total", {"stage": "fulltext"}) or 0
     with workers(settings):
         summary = run.wait(timeout_s=300)
     assert summary.resent == dropped
+    after = REGISTRY.get_sample_value("sidecar_tasks_resent_total", {"stage": "fulltext"})
+    assert after == before + dropped
     assert summary.dead_lettered == 0 and summary.applied + summary.ignored == summary.read
     assert set(opensearch_docs(settings, "demo@example.com")) == set(table)
