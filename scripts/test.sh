@@ -4,8 +4,8 @@ set -uo pipefail
 cd "$(dirname "$0")/.."
 export HF_HUB_OFFLINE=1
 export SIDECAR_AWS_ENDPOINT_URL=${SIDECAR_AWS_ENDPOINT_URL:-http://127.0.0.1:5000}
-# The suite leaves ~260 small indices on the node (unique names per test); at 512 MB the
-# node's parent circuit breaker answered 429 near the end of a full run. 1 GB for the tests.
+# A full run once left ~260 small indices on the node, and at 512 MB its parent circuit
+# breaker answered 429 near the end; stack tests now delete theirs, and 1 GB keeps the margin.
 export SIDECAR_OPENSEARCH_HEAP=${SIDECAR_OPENSEARCH_HEAP:-1g}
 
 # Where PYTHONDONTWRITEBYTECODE is set, every process of the suite (workers, CLI runs, the API)

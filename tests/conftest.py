@@ -54,20 +54,20 @@ def settings(unique: str, tmp_path: Path, request: pytest.FixtureRequest) -> Ite
     )
     yield made
     if request.node.get_closest_marker("stack") is not None:
-        _drop_indices(made.opensearch_url, f"mail-{unique}")
+        _drop_indices(made, f"mail-{unique}")
 
 
-def _drop_indices(url: str, prefix: str) -> None:
-    """Delete the test's indices (plain HTTP, on the stack's unsigned local node); a node that
-    is down or signed (a test of its own) is left as it is."""
-    import urllib.error
-    import urllib.request
+def _drop_indices(settings: Settings, prefix: str) -> None:
+    """Delete the test's indices with the sidecar's own client; a node that is down is left
+    as it is (a test that stops it runs a private one)."""
+    from opensearchpy.exceptions import OpenSearchException
 
-    request = urllib.request.Request(
-        f"{url}/{prefix}*?expand_wildcards=all&ignore_unavailable=true", method="DELETE"
-    )
-    with contextlib.suppress(urllib.error.URLError, OSError):
-        urllib.request.urlopen(request, timeout=10).close()
+    from indexer.adapters.opensearch import build_client
+
+    with contextlib.suppress(OpenSearchException):
+        build_client(settings).indices.delete(
+            index=f"{prefix}*", ignore_unavailable=True, expand_wildcards="all"
+        )
 
 
 @pytest.fixture

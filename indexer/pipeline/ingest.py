@@ -77,15 +77,15 @@ LOST_CHECK_S = 30.0
 
 
 def _result(
-    pending: Pending, deadline: float, between: Callable[[], Pending | None] | None = None
+    pending: Pending, deadline: float, between: Callable[[], Pending] | None = None
 ) -> Any:
     """A task's result, asked for in slices of ``POLL_S`` until ``deadline``.
 
     Each ask reads the stored result before listening for its notice; a notice published
     while the broker connection was down (a Redis restart) is never delivered, so one long
     ``get`` would wait out the whole timeout although the task is done. ``between`` runs after
-    each slice without an answer and may give the task to wait for instead (the ingestor's
-    lost-task check sends a lost one again).
+    each slice without an answer and gives the task to wait for from then on (the ingestor's
+    lost-task check may have sent it again).
     """
     while True:
         left = deadline - time.monotonic()
@@ -95,7 +95,7 @@ def _result(
             if left <= POLL_S:
                 raise
         if between is not None:
-            pending = between() or pending
+            pending = between()
 
 
 class Ingestor:
@@ -165,8 +165,10 @@ class Ingestor:
     def _enqueue(self, batch: _Batch, stage: str, payload: dict[str, Any]) -> None:
         batch.results.append(_Task(stage, payload, self._send(stage, payload)))
 
-    def _result(self, task: _Task, deadline: float, later: list[_Task]) -> Any:
-        def between() -> Pending | None:
+    def _answer(self, task: _Task, deadline: float, later: list[_Task]) -> Any:
+        """``task``'s result; while it is awaited, ``task`` and ``later`` are looked for."""
+
+        def between() -> Pending:
             self._resend_lost([task, *later])
             return task.pending
 
@@ -182,7 +184,8 @@ class Ingestor:
         for task, lost in zip(tasks, self._lost([t.pending for t in tasks]), strict=True):
             # Missing at two looks in a row: a task in a worker's hands between kombu's pop and
             # its unacked write is missing at one instant, never for a whole interval.
-            task.missing, resend = lost and not task.missing, lost and task.missing
+            resend = lost and task.missing
+            task.missing = lost and not resend
             if resend:
                 log.warning("a %s task was lost by the broker (neither queued nor in flight, "
                             "never started): sent again", task.stage)
@@ -205,7 +208,7 @@ class Ingestor:
             failed: set[MessageRef] = set()
             for task in batch.results:
                 done += 1
-                result = self._result(task, deadline, tasks[done:])
+                result = self._answer(task, deadline, tasks[done:])
                 failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
                 self.summary.embedded += int(result.get("embedded", 0))
                 self._add_times(result)
