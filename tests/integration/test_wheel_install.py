@@ -72,6 +72,8 @@ def test_the_wheel_holds_the_runtime_only(wheel: Path) -> None:
         names = archive.namelist()
         metadata = email.parser.Parser().parsestr(
             archive.read(next(n for n in names if n.endswith(".dist-info/METADATA"))).decode())
+        licenses = {n.rsplit("/", 1)[-1]: archive.read(n)
+                    for n in names if ".dist-info/licenses/" in n}
     assert not [n for n in names if n.startswith(TOOLING)]
     assert not [n for n in names if n.split("/")[0] in {"tests", "tools", "eval", "bench"}]
     assert "indexer/adapters/mappings/messages-v2.json" in names  # package data
@@ -79,6 +81,10 @@ def test_the_wheel_holds_the_runtime_only(wheel: Path) -> None:
     assert not [r for r in requires if r.lower().startswith("moto")]
     # the tooling is only an extra (`mail-search-sidecar[local]`), never a runtime dependency
     assert all("extra ==" in r for r in requires if "tools" in r)
+    # issue 24 part 4: licensed in the metadata (PEP 639), with the files a review reads
+    assert metadata["License-Expression"] == "Apache-2.0"
+    assert metadata.get_all("License-File") == ["LICENSE", "NOTICE"]
+    assert licenses == {name: (ROOT / name).read_bytes() for name in ("LICENSE", "NOTICE")}
 
 
 def test_installed_commands_work(installed: Path) -> None:
