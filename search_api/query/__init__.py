@@ -18,11 +18,11 @@ from search_api.query.ast import (
     Thread,
 )
 from search_api.query.fusion import HybridTuning, rrf
+from search_api.query.highlight import highlight_spec, page_highlight_body
 from search_api.query.opensearch import (
     build_query,
     build_search_body,
     collapse_spec,
-    highlight_spec,
     sort_spec,
 )
 from search_api.query.parser import MAX_CLAUSES, MAX_QUERY_LENGTH, free_text, parse
@@ -49,6 +49,7 @@ __all__ = [
     "collapse_spec",
     "free_text",
     "highlight_spec",
+    "page_highlight_body",
     "parse",
     "rrf",
     "sort_spec",

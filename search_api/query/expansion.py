@@ -9,8 +9,12 @@ counts first and answers 400 naming the limit. The estimate follows what the eng
 * a phrase is one clause per field whatever its length (its terms are one positional query);
 * a one-word phrase prefix (``"rel"*``) is rewritten into a disjunction of up to
   ``max_expansions`` (50) indexed terms, per field — so it counts as 50;
-* ``bool_prefix`` is its tokens plus one constant-score prefix;
-* ``term`` / ``prefix`` / ``range`` are one each.
+* ``bool_prefix`` is its tokens plus one prefix, and a ``prefix`` is one prefix: a prefix
+  is rewritten into the indexed terms it matches, and the highlighter runs it as an automaton
+  over every token of the hits' text, so a short one costs as much as a phrase prefix —
+  ``PREFIX_EXPANSIONS`` for one character, a fifth of that per character more (64 one-letter
+  ``to:x*`` prefixes, 384 prefix clauses, took 5–14 s when they each counted as one);
+* ``term`` / ``range`` are one each.
 
 Tokens are estimated like the standard tokenizer: a run of letters or digits is one token;
 each CJK ideograph, kana, and symbol (emoji) is a token of its own. The estimate errs high;
@@ -55,14 +59,32 @@ def token_count(text: str) -> int:
     return count
 
 
+def prefix_cost(prefix: str) -> int:
+    """Clauses a prefix of this text costs: 50 for one character, 10 for two, 2 for three,
+    1 from four on (an estimate of how many indexed terms share it, that errs high)."""
+    last = _last_token(prefix)
+    return max(1, PREFIX_EXPANSIONS // 5 ** max(len(last) - 1, 0))
+
+
+def _last_token(text: str) -> str:
+    token = ""
+    for char in reversed(text):
+        if not char.isalnum() or is_unspaced(char):
+            if token:
+                break
+            continue
+        token = char + token
+    return token or text
+
+
 def _text_cost(text: str, kind: str) -> int:
     tokens = token_count(text)
     if kind in _PHRASE_TYPES:
         return 1
     if kind in _PREFIX_TYPES:
-        return PREFIX_EXPANSIONS if tokens <= 1 else 1
+        return PREFIX_EXPANSIONS if tokens <= 1 else prefix_cost(text)
     if kind in _BOOL_PREFIX_TYPES:
-        return tokens + 1
+        return max(tokens - 1, 0) + prefix_cost(text)
     return max(tokens, 1)
 
 
@@ -80,6 +102,8 @@ def estimated_clauses(query: Any) -> int:
             total += len(spec["fields"]) * _text_cost(spec["query"], spec.get("type", ""))
         elif kind.startswith("match"):
             total += sum(_text_cost(body["query"], kind) for body in spec.values())
+        elif kind == "prefix":
+            total += sum(prefix_cost(body["value"]) for body in spec.values())
         else:
             total += 1
     return total

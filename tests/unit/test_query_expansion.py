@@ -49,3 +49,25 @@ def test_a_few_prefixes_and_ordinary_queries_pass() -> None:
 def test_estimate_counts_tokens_per_field() -> None:
     words = " OR ".join(f"w{i}" for i in range(20))
     assert estimated_clauses(body(words)["query"]) == 1 + 20 * 6
+
+
+def test_short_prefixes_cost_what_they_expand_to() -> None:
+    """64 one-letter address prefixes (issue 23: 5-14 s of highlighting on 4,000 messages
+    while each counted as one clause) are refused; a real address prefix is cheap."""
+    hostile = " OR ".join(f"to:{chr(97 + i % 26)}*" for i in range(64))
+    with pytest.raises(QueryError, match=f"at most {MAX_ENGINE_CLAUSES}"):
+        body(hostile)
+    with pytest.raises(QueryError):
+        body(" OR ".join(f"{chr(97 + i % 26)}*" for i in range(64)))
+    assert estimated_clauses(body("from:keithp* to:linux-mips*")["query"]) < 40
+    assert estimated_clauses(body("to:a*")["query"]) < MAX_ENGINE_CLAUSES
+
+
+def test_the_highlight_query_counts_in_the_bound() -> None:
+    """Text clauses run twice, once to match and once in the highlighter: 12 one-letter
+    subject prefixes are ~600 clauses to match, ~1,200 with their snippets."""
+    q = " OR ".join(f"subject:{chr(97 + i)}*" for i in range(12))
+    plain = build_search_body(parse(q), "mbox", size=10, sort_by_date=False, highlight=False)
+    assert estimated_clauses(plain["query"]) < MAX_ENGINE_CLAUSES
+    with pytest.raises(QueryError, match=f"at most {MAX_ENGINE_CLAUSES}"):
+        body(q)

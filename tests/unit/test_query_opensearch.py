@@ -17,6 +17,7 @@ from search_api.query import (
     build_search_body,
     collapse_spec,
     highlight_spec,
+    page_highlight_body,
     parse,
 )
 
@@ -321,7 +322,7 @@ def test_relevance_body() -> None:
         {"message_key": {"order": "asc"}},
     ]
     assert body["track_total_hits"] == 1000
-    assert body["highlight"] == highlight_spec()
+    assert body["highlight"] == highlight_spec(parse("budget"))
     assert "search_after" not in body and "collapse" not in body and "from" not in body
     assert "_source" not in body
 
@@ -375,10 +376,37 @@ def test_bad_pages_are_refused(kwargs: dict[str, Any]) -> None:
 
 
 def test_highlight_spec() -> None:
-    spec = highlight_spec()
+    spec = highlight_spec(parse("budget"))
     assert spec["encoder"] == "html"
     assert set(spec["fields"]) == {"subject", "clean", "subject.exact", "clean.exact"}
     assert spec["fragment_size"] == 150 and spec["number_of_fragments"] == 2
+    assert spec["require_field_match"] is True
+
+
+def test_highlight_query_holds_only_text_and_subject_clauses() -> None:
+    """Addresses, dates and negations never reach the highlighter (each of its clauses runs
+    over every token of every fetched hit)."""
+    node = parse("to:a* OR from:b* budget subject:plan -draft after:2024-01-01 has:attachment")
+    query = highlight_spec(node)["highlight_query"]
+    text = str(query)
+    assert "budget" in text and "plan" in text
+    assert "draft" not in text and "'to'" not in text and "from" not in text
+    assert "range" not in text
+    assert highlight_spec(parse("from:alice"))["highlight_query"] == {"match_none": {}}
+
+
+def test_candidate_lists_are_not_highlighted() -> None:
+    body = build_search_body(parse("budget"), MB, size=100, sort_by_date=False, highlight=False)
+    assert "highlight" not in body
+
+
+def test_page_highlight_body_is_confined_to_the_page_and_the_mailbox() -> None:
+    body = page_highlight_body(parse("budget"), MB, ["k1", "k2"])
+    assert body["query"]["bool"]["filter"] == [
+        {"term": {"mailbox_id": MB}},
+        {"terms": {"message_key": ["k1", "k2"]}},
+    ]
+    assert body["size"] == 2 and body["highlight"]["highlight_query"]
 
 
 # --- properties ---------------------------------------------------------------------------

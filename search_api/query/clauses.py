@@ -1,0 +1,195 @@
+"""Query clauses of one parsed node: the leaves a search body is made of (plain dicts).
+
+Field choice follows ``mappings/messages-v3.json``: ``subject``/``clean`` are stemmed
+(recall; the stemmed subject also drops ``Re:``/``Fwd:``/``[list-tag]`` prefixes so they do
+not weigh on relevance), their ``.exact`` sub-fields are only lowercased and folded
+(phrases, prefixes, exact words, the prefixes included), and their ``.parts`` sub-fields
+split on every non-alphanumeric: a word joined by punctuation (``lib/message-file.c``,
+``notmuch_message_file_get_header``) is searched as a phrase of its parts, as Xapian's
+phrase generators do for notmuch, so it also matches inside a longer path or identifier.
+Address keywords are lowercased by a normalizer and their ``.parts`` split on
+non-alphanumerics so an address, its local part or its domain match; ``to:`` searches the Cc
+recipients too (as notmuch's ``to:`` does). The user's text is only ever a leaf *value*.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from typing import Any, assert_never
+
+from search_api.query.ast import (
+    And,
+    DateBound,
+    Field,
+    HasAttachment,
+    Node,
+    Not,
+    Or,
+    Phrase,
+    Term,
+    Thread,
+)
+from search_api.query.expansion import is_unspaced
+
+Query = dict[str, Any]
+
+MAILBOX_FIELD = "mailbox_id"
+
+_TEXT_FIELDS = (
+    "subject^3",
+    "clean",
+    "subject.exact^3",
+    "clean.exact",
+    "subject.parts^3",
+    "clean.parts",
+)
+_EXACT_FIELDS = ("subject.exact^3", "clean.exact")
+_PARTS_FIELDS = ("subject.parts^3", "clean.parts")
+_SUBJECT_FIELDS = ("subject", "subject.exact", "subject.parts")
+# A word with punctuation between letters or digits: its parts are searched as a phrase too.
+_JOINED = re.compile(r"[^\W_][^\w\s]+[^\W_]|[^\W_]_+[^\W_]")
+# operator -> (lowercased keyword field with a ``.parts`` sub-field, display-name field)
+_ADDRESS_FIELDS = {
+    "from": ("from.address", "from.name"),
+    "to": ("to", "to_names"),
+    "cc": ("cc", "cc_names"),
+}
+# notmuch's ``to:`` matches any recipient: To and Cc.
+_ADDRESS_GROUPS = {"from": ("from",), "to": ("to", "cc"), "cc": ("cc",)}
+# Yes/no constraints: filter context (cached, unscored) when they are ANDed.
+_FILTER_NODES = (DateBound, Thread, HasAttachment)
+
+
+def any_of(clauses: list[Query]) -> Query:
+    return {"bool": {"should": clauses, "minimum_should_match": 1}}
+
+
+def _term_query(node: Term) -> Query:
+    if node.prefix:
+        # bool_prefix analyses the stem like the indexed text (folding included) and makes
+        # only its last token a prefix, expanded to a bounded number of terms.
+        return {
+            "multi_match": {
+                "query": node.text.lower(),
+                "type": "bool_prefix",
+                "fields": list(_EXACT_FIELDS),
+                "operator": "and",
+            }
+        }
+    if _has_unspaced(node.text):
+        # CJK / kana / emoji: one token per character (a bigram with mapping v3), so the
+        # word is a phrase of them — one clause per field however long the text is.
+        fields = list(_TEXT_FIELDS)
+        return {"multi_match": {"query": node.text, "type": "phrase", "fields": fields}}
+    if _JOINED.search(node.text):
+        # Xapian's phrase generators: letters joined by punctuation are a phrase of their
+        # parts, matched as typed (exact fields) or inside a longer identifier or path
+        # (``.parts``: ``fscache_release_page`` finds ``cifs_fscache_release_page``).
+        fields = [*_EXACT_FIELDS, *_PARTS_FIELDS]
+        return {"multi_match": {"query": node.text, "type": "phrase", "fields": fields}}
+    return {
+        "multi_match": {
+            "query": node.text,
+            "type": "best_fields",
+            "fields": list(_TEXT_FIELDS),
+            "operator": "and",
+        }
+    }
+
+
+def _has_unspaced(text: str) -> bool:
+    return any(is_unspaced(char) for char in text)
+
+
+def _phrase_query(node: Phrase) -> Query:
+    kind = "phrase_prefix" if node.prefix else "phrase"
+    return {"multi_match": {"query": node.text, "type": kind, "fields": list(_EXACT_FIELDS)}}
+
+
+def _subject_query(node: Field) -> Query:
+    if node.phrase and node.prefix:
+        return {"match_phrase_prefix": {"subject.exact": {"query": node.value}}}
+    if node.prefix:
+        query = {"query": node.value.lower(), "operator": "and"}
+        return {"match_bool_prefix": {"subject.exact": query}}
+    if node.phrase or _has_unspaced(node.value):
+        return {"match_phrase": {"subject.exact": {"query": node.value}}}
+    # The stemmed subject lacks the Re:/[tag] prefixes; the exact one still has them.
+    fields = list(_SUBJECT_FIELDS)
+    return {"multi_match": {"query": node.value, "fields": fields, "operator": "and"}}
+
+
+def _address_query(node: Field) -> Query:
+    """Any of the operator's address fields (``to:`` covers Cc too)."""
+    return any_of(
+        [c for group in _ADDRESS_GROUPS[node.name] for c in _address_clauses(node, group)]
+    )
+
+
+def _address_clauses(node: Field, group: str) -> list[Query]:
+    """Whole address (keyword), a run of address parts, or words of the display name."""
+    keyword, names = _ADDRESS_FIELDS[group]
+    parts = f"{keyword}.parts"
+    value, lowered = node.value, node.value.lower()
+    if node.prefix:
+        if node.phrase:
+            words: Query = {"match_phrase_prefix": {names: {"query": value}}}
+        else:
+            words = {"match_bool_prefix": {names: {"query": lowered, "operator": "and"}}}
+        return [
+            {"prefix": {keyword: {"value": lowered}}},
+            {"match_bool_prefix": {parts: {"query": lowered, "operator": "and"}}},
+            words,
+        ]
+    if node.phrase:
+        words = {"match_phrase": {names: {"query": value}}}
+    else:
+        words = {"match": {names: {"query": value, "operator": "and"}}}
+    return [
+        {"term": {keyword: {"value": lowered}}},
+        {"match_phrase": {parts: {"query": value}}},
+        words,
+    ]
+
+
+def clause(node: Node) -> Query:
+    """One node as a query clause (scored where that means something)."""
+    if isinstance(node, Term):
+        return _term_query(node)
+    if isinstance(node, Phrase):
+        return _phrase_query(node)
+    if isinstance(node, Field):
+        return _subject_query(node) if node.name == "subject" else _address_query(node)
+    if isinstance(node, DateBound):
+        bound = "gte" if node.after else "lt"
+        return {"range": {"ts": {bound: node.epoch_s, "format": "epoch_second"}}}
+    if isinstance(node, Thread):
+        return {"term": {"thread_key": {"value": node.key}}}
+    if isinstance(node, HasAttachment):
+        return {"range": {"attachment_count": {"gte": 1}}}
+    if isinstance(node, Not):
+        # A bool with only must_not matches everything else (OpenSearch adds match_all).
+        return {"bool": {"must_not": [clause(node.node)]}}
+    if isinstance(node, And):
+        return {"bool": conjunction(node.nodes)}
+    if isinstance(node, Or):
+        return any_of([clause(child) for child in node.nodes])
+    assert_never(node)
+
+
+def conjunction(nodes: Iterable[Node | Query]) -> dict[str, list[Query]]:
+    """ANDed nodes (or ready clauses) split into ``filter`` / ``must`` / ``must_not`` (empty
+    ones left out)."""
+    parts: dict[str, list[Query]] = {"filter": [], "must": [], "must_not": []}
+    for node in nodes:
+        if isinstance(node, dict):
+            parts["must"].append(node)
+        elif isinstance(node, Not):
+            parts["must_not"].append(clause(node.node))
+        elif isinstance(node, _FILTER_NODES):
+            parts["filter"].append(clause(node))
+        else:
+            parts["must"].append(clause(node))
+    return {key: clauses for key, clauses in parts.items() if clauses}
+
