@@ -5,21 +5,59 @@ from __future__ import annotations
 import logging
 import signal
 import threading
+from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
+from indexer.adapters.state import ShardCheckpoint
 from indexer.cli.preflight import require_tables
 from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
 from indexer.settings import Settings, get_settings
-from indexer.sources.tail import StartAt, StreamTailer, TailOptions
+from indexer.sources.tail import ShardPositions, StartAt, StreamTailer, TailOptions
 
 log = logging.getLogger("indexer.tail")
 
 
 READERS = ("fulltext", "vectors")
+# Whose positions a reader without checkpoints of its own starts from: the reader(s) that
+# applied its stages before a `--stage` change ("" is `--stage all`'s checkpoint suffix).
+PREDECESSORS: dict[str, tuple[str, ...]] = {"": READERS, "fulltext": ("",), "vectors": ("",)}
+
+
+def earliest(layouts: Sequence[dict[str, ShardCheckpoint]]) -> dict[str, ShardCheckpoint]:
+    """Per shard, the position that all ``layouts`` have applied (the earliest): a shard one of
+    them lacks is read from its start, so nothing any of them missed is skipped."""
+    merged: dict[str, ShardCheckpoint] = {}
+    for sid in set().union(*layouts):
+        found = [layout[sid] for layout in layouts if sid in layout]
+        if len(found) < len(layouts):
+            merged[sid] = ShardCheckpoint(sid, None)
+        else:  # an open shard's position precedes a closed one's end
+            merged[sid] = min(found, key=lambda c: (c.done, int(c.sequence or -1)))
+    return merged
+
+
+class SeededPositions:
+    """A reader's own checkpoints; while it has none, the earliest positions of the readers it
+    replaces, once they all have some. Switching `--stage` (e.g. the old default `each` to
+    `all`) therefore neither re-reads the stream's whole retention nor, with `--start-at
+    latest`, skips what the old readers had not applied yet."""
+
+    def __init__(self, own: ShardPositions, before: Sequence[ShardPositions]) -> None:
+        self._own, self._before = own, before
+
+    def load(self) -> dict[str, ShardCheckpoint]:
+        saved = self._own.load()
+        if saved or not self._before:
+            return saved
+        layouts = [store.load() for store in self._before]
+        return earliest(layouts) if all(layouts) else {}
+
+    def save(self, checkpoint: ShardCheckpoint) -> None:
+        self._own.save(checkpoint)
 
 
 def build_tailer(
@@ -32,9 +70,10 @@ def build_tailer(
     """A tailer of ``settings.table``'s latest stream feeding the Celery pipeline.
 
     ``stage="all"``: one reader whose checkpoint advances once a page is applied in both
-    indexes. ``"fulltext"`` / ``"vectors"``: a reader of one stage with its own checkpoint
-    and lease, so an index that is down holds back only its own reader (decode failures are
-    dead-lettered by the full-text reader alone, so they are recorded once). The send and
+    indexes: one of DynamoDB Streams' two readers per shard. ``"fulltext"`` / ``"vectors"``: a
+    reader of one stage with its own checkpoint and lease, so an index that is down holds back
+    only its own reader (decode failures are dead-lettered by the full-text reader alone, so
+    they are recorded once), at the cost of a second reader per shard. The send and
     dead-letter functions are built once; each page gets a fresh Ingestor so waiting for it
     covers exactly that page's tasks.
     """
@@ -59,10 +98,11 @@ def build_tailer(
         if stage != "vectors":
             write_dead_letter(item, reason)
 
+    before = [ShardCheckpointStore(ddb, state, arn, r) for r in PREDECESSORS[reader]]
     return StreamTailer(
         aws.client(settings, "dynamodbstreams"),
         arn,
-        ShardCheckpointStore(ddb, state, arn, reader),
+        SeededPositions(ShardCheckpointStore(ddb, state, arn, reader), before),
         lambda: Ingestor(send, dead_letter, settings.batch_messages, lost=lost),
         lease=Lease(ddb, state, settings.table + (f"#{reader}" if reader else ""),
                     duration_s=lease_s),
@@ -104,16 +144,20 @@ def tail(
     ] = None,
     stage: Annotated[
         str,
-        typer.Option(help="each: one reader per index (default); fulltext | vectors: only that "
-                     "reader; all: one reader applying both indexes before each checkpoint."),
-    ] = "each",
+        typer.Option(help="all: one reader per shard applying both indexes before each "
+                     "checkpoint (default); each: one reader per index, two per shard (the "
+                     "DynamoDB Streams limit); fulltext | vectors: only that reader."),
+    ] = "all",
 ) -> None:
     """Tail the table's stream until SIGTERM/SIGINT; exit 1 if records expired unread (a gap:
     run `sidecar backfill`). Several may run: per reader, one reads, the others stand by.
 
-    By default each index has its own reader, checkpoint and lease: while OpenSearch is down
-    embedding goes on (and the other way round); each reader waits for its page's tasks, so
-    the queues stay bounded by a page per reader.
+    By default one reader per shard feeds both stages and checkpoints once both applied a
+    page, so another consumer of the stream (DynamoDB Streams serves two readers per shard
+    before throttling) can run beside it; an index that is down then holds back both. `--stage
+    each` gives each index its own reader, checkpoint and lease (embedding goes on while
+    OpenSearch is down) at the cost of both of a shard's reader slots. Each reader waits for
+    its page's tasks, so the queues stay bounded by a page per reader.
     """
     if start_at not in ("trim_horizon", "latest"):
         raise typer.BadParameter("--start-at must be trim_horizon or latest")

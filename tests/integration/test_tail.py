@@ -476,6 +476,41 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
     app = typer.Typer()
     tail_cmds.register(app)
     app.command("noop")(lambda: None)  # a group, so `tail` is a subcommand
-    result = CliRunner().invoke(app, ["tail", "--table", "other", "--start-at", "latest"])
+    result = CliRunner().invoke(app, ["tail", "--table", "other", "--start-at", "latest",
+                                      "--stage", "each"])
     assert result.exit_code == 1
     assert seen == {"table": "other", "start_at": "latest", "stages": ["fulltext", "vectors"]}
+    seen.clear()
+    # the default is one reader per shard (issue 23 part 8: the stream's other reader slot free)
+    assert CliRunner().invoke(app, ["tail", "--table", "other"]).exit_code == 0
+    assert seen["stages"] == ["all"]
+
+
+def test_a_stage_change_starts_where_the_old_readers_left_off() -> None:
+    """`each` → `all` (the old default to the new) and back: the new reader starts at the
+    earliest position the old ones applied, a shard one of them lacks from its start."""
+    from indexer.adapters.state import ShardCheckpoint
+    from indexer.cli.tail_cmds import SeededPositions
+
+    class Store:
+        def __init__(self, *saved: ShardCheckpoint) -> None:
+            self.saved = {c.shard_id: c for c in saved}
+
+        def load(self) -> dict[str, ShardCheckpoint]:
+            return dict(self.saved)
+
+        def save(self, checkpoint: ShardCheckpoint) -> None:
+            self.saved[checkpoint.shard_id] = checkpoint
+
+    fulltext = Store(ShardCheckpoint("a", "120", created=5), ShardCheckpoint("b", "900", True),
+                     ShardCheckpoint("c", "70"))
+    vectors = Store(ShardCheckpoint("a", "80", created=3), ShardCheckpoint("b", "850"))
+    merged = SeededPositions(Store(), [fulltext, vectors])
+    assert merged.load() == {"a": ShardCheckpoint("a", "80", created=3),
+                             "b": ShardCheckpoint("b", "850"), "c": ShardCheckpoint("c", None)}
+    # until every old reader has positions there is nothing to start from but the stream
+    assert SeededPositions(Store(), [fulltext, Store()]).load() == {}
+    # once the new reader saved its own, they alone count (and are saved to its store only)
+    merged.save(ShardCheckpoint("a", "130"))
+    assert merged.load() == {"a": ShardCheckpoint("a", "130")}
+    assert fulltext.saved["a"].sequence == "120"
