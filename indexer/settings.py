@@ -161,6 +161,46 @@ class Settings(BaseSettings):
     dev_mailboxes: tuple[str, ...] = Field(
         default=("demo@example.com",), description="Mailboxes the dev token may read."
     )
+    # Issue 23 part 6: ops endpoints apart from the public port, and OIDC/JWT bearer tokens.
+    api_metrics_port: int = Field(
+        default=9108, ge=0, le=65535,
+        description="Port of the API's Prometheus /metrics, bound to the API's host; 0 = off. "
+        "Never the API's own port, so a balancer forwarding /* to it cannot expose them.",
+    )
+    api_jwt_jwks_url: str | None = Field(
+        default=None, description="JWKS URL of an OIDC issuer: enables JWT bearer tokens."
+    )
+    api_jwt_jwks_file: Path | None = Field(
+        default=None, description="A JWKS file instead of a URL (re-read like a fetched set)."
+    )
+    api_jwt_issuer: str | None = Field(
+        default=None, description="Required `iss` of JWT bearer tokens (required with a JWKS)."
+    )
+    api_jwt_audience: str | None = Field(
+        default=None, description="Required `aud` of JWT bearer tokens (required with a JWKS)."
+    )
+    api_jwt_mailboxes_claim: str = Field(
+        default="mailboxes",
+        description="Claim listing the mailbox ids a JWT may read (a list, or one string).",
+    )
+    api_jwt_algorithms: tuple[
+        Literal["RS256", "RS384", "RS512", "PS256", "PS384", "PS512", "ES256", "ES384",
+                "ES512", "EdDSA"], ...
+    ] = Field(
+        default=("RS256", "ES256"), min_length=1,
+        description="Accepted JWT signature algorithms: public-key ones only (never none/HS*).",
+    )
+    api_jwt_leeway_s: int = Field(
+        default=30, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, in seconds."
+    )
+    api_jwt_jwks_lifespan_s: int = Field(
+        default=3600, ge=1, description="Seconds a fetched JWKS is used before it is fetched again."
+    )
+    api_jwt_jwks_cooldown_s: int = Field(
+        default=60, ge=0,
+        description="Least seconds between two JWKS fetches forced by an unknown `kid` (key "
+        "rotation) — a flood of made-up kids cannot turn into a flood of fetches.",
+    )
     # Issue 16: hostile input and what the API and the dead-letter store keep.
     cursor_key: SecretStr | None = Field(
         default=None,

@@ -11,13 +11,11 @@ from contextlib import asynccontextmanager
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from prometheus_client import CONTENT_TYPE_LATEST, REGISTRY, generate_latest
 
-from indexer.adapters.broker import queue_registry
 from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
 from search_api import console
-from search_api.auth import TokenTable
+from search_api.auth import Authenticator
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorCodec, CursorError
 from search_api.query import QueryError
@@ -54,7 +52,7 @@ def create_app(
         backends = Backends(settings, serves_vectors=vectors, repairs=repairs or NoRepairs())
         app.state.backends = backends
         threading.Thread(target=_load_model, args=(backends,), name="model", daemon=True).start()
-        app.state.tokens = TokenTable.from_settings(settings)
+        app.state.tokens = Authenticator.from_settings(settings)
         key = settings.cursor_key
         app.state.cursors = CursorCodec(key.get_secret_value() if key else None)
         yield
@@ -72,7 +70,6 @@ def create_app(
     app.include_router(router)
     if settings.console_enabled:
         console.mount(app)
-    _metrics(app, settings)
     _errors(app)
     app.middleware("http")(_access_log)
     return app
@@ -114,19 +111,27 @@ def _errors(app: FastAPI) -> None:
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
-        log.exception("unhandled error on %s", request.url.path)
+        log.exception("unhandled error on %s", _route(request) or "<unmatched>")
         return JSONResponse({"detail": "internal error"}, status_code=500)
 
 
-def _metrics(app: FastAPI, settings: Settings) -> None:
-    """``GET /metrics`` on the API's port, without a token: counters, latencies and queue
-    depths only (no mail content, mailbox ids or message keys ever become labels)."""
-    queues = queue_registry(settings)
+MAX_LOGGED_PATH = 200  # characters of an unmatched path the access log keeps
+MAX_LOGGED_PARAM = 32  # characters of a query parameter's value it keeps
 
-    @app.get("/metrics", include_in_schema=False)
-    def metrics() -> Response:
-        body = generate_latest(REGISTRY) + generate_latest(queues)
-        return Response(body, media_type=CONTENT_TYPE_LATEST)
+
+def bounded(text: str, limit: int) -> str:
+    """At most ``limit`` characters of ``text``, non-printable ones (control characters, lone
+    surrogates, bidi overrides) escaped, with how much was cut: a 30,000-character path or
+    mode value is a short log line, and no client can write terminal escapes into the log."""
+    kept = "".join(c if c.isprintable() else ascii(c)[1:-1] for c in text[:limit])
+    cut = len(text) - limit
+    return f"{kept}...(+{cut} chars)" if cut > 0 else kept
+
+
+def _route(request: Request) -> str | None:
+    """The matched route's template (``/v1/mailboxes/{mailbox_id}/search``), else None."""
+    path = getattr(request.scope.get("route"), "path", None)
+    return path if isinstance(path, str) else None
 
 
 async def _access_log(
@@ -135,32 +140,35 @@ async def _access_log(
     """One line and one latency sample per request — route template, status, latency, result
     count, never the token — 500s included: an error no handler answered is turned into the
     500 here, inside the log, instead of in Starlette's outermost error middleware (which no
-    middleware sees). Every answer is ``Cache-Control: no-store`` (mail must not be cached)."""
+    middleware sees). Every answer is ``Cache-Control: no-store`` (mail must not be cached).
+    What a client chose is bounded: a matched route logs its template (no mailbox id), an
+    unmatched one ``<unmatched>`` plus its path cut and escaped, ``mode`` is cut likewise."""
     started = time.perf_counter()
     try:
         response = await call_next(request)
     except Exception:
-        log.exception("unhandled error on %s", request.url.path)
+        log.exception(
+            "unhandled error on %s", _route(request) or bounded(request.url.path, MAX_LOGGED_PATH)
+        )
         response = JSONResponse({"detail": "internal error"}, status_code=500)
     response.headers["Cache-Control"] = "no-store"
     elapsed = time.perf_counter() - started
-    matched = getattr(request.scope.get("route"), "path", None)
-    route = matched or request.url.path
+    matched = _route(request)
     mode = request.query_params.get("mode")
     API_LATENCY.labels(
         matched or "<unmatched>",  # raw paths would be unbounded label values
         mode if mode in MODES else "",
         str(response.status_code),
     ).observe(elapsed)
-    log.info(
-        "request",
-        extra={
-            "method": request.method,
-            "route": route,
-            "status": response.status_code,
-            "latency_ms": round(elapsed * 1000, 1),
-            "results": getattr(request.state, "results", None),
-            "mode": mode,
-        },
-    )
+    fields = {
+        "method": bounded(request.method, MAX_LOGGED_PARAM),
+        "route": matched or "<unmatched>",
+        "status": response.status_code,
+        "latency_ms": round(elapsed * 1000, 1),
+        "results": getattr(request.state, "results", None),
+        "mode": None if mode is None else bounded(mode, MAX_LOGGED_PARAM),
+    }
+    if matched is None:
+        fields["path"] = bounded(request.url.path, MAX_LOGGED_PATH)
+    log.info("request", extra=fields)
     return response

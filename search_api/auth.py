@@ -1,8 +1,12 @@
-"""Bearer tokens, configured hashed, each allowed a set of mailbox ids.
+"""Who may read which mailbox: hashed opaque bearer tokens, and OIDC/JWT bearer tokens.
 
-Only SHA-256 hashes of tokens are configured and compared (in constant time), so neither the
-configuration nor a log line ever holds a usable token. Authorisation never looks at whether
-a mailbox exists: 403 for a mailbox outside the token's set is the same answer either way.
+Opaque tokens: only SHA-256 hashes are configured and compared (in constant time), so neither
+the configuration nor a log line ever holds a usable token. JWTs (an OIDC issuer such as
+Cognito): verified against the issuer's JWKS (a URL or a file), its issuer, audience and
+expiry, with public-key algorithms only, so neither ``alg: none`` nor an HMAC "signed" with
+the public key can pass; the mailboxes come from one claim. Authorisation never looks at
+whether a mailbox exists: 403 for a mailbox outside the caller's set is the same answer
+either way. No token, valid or not, is ever logged.
 """
 
 from __future__ import annotations
@@ -10,15 +14,31 @@ from __future__ import annotations
 import hashlib
 import hmac
 import json
+import logging
+import threading
+import time
 from collections.abc import Mapping
+from pathlib import Path
+from typing import Annotated, Any, Protocol
+
+import jwt
+from fastapi import Depends, HTTPException, Request
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from jwt import PyJWK, PyJWKClient, PyJWKSet
+from jwt.exceptions import PyJWKClientConnectionError, PyJWKClientError, PyJWKSetError
 
 from indexer.settings import Settings
 
+log = logging.getLogger(__name__)
+
 DEV_TOKEN = "sidecar-dev-token"  # noqa: S105 - documented; honoured only when SIDECAR_ENV=dev
+JWKS_TIMEOUT_S = 5.0  # a request waits at most this long for the issuer's keys
+_REJECTED = "JWT bearer token rejected: %s"  # the reason only, never the token
 
 
 class TokenConfigError(ValueError):
-    """The token configuration is not a JSON object of hex digest -> list of mailbox ids."""
+    """The token configuration is not a JSON object of hex digest -> list of mailbox ids, or
+    the JWT settings are incomplete."""
 
 
 def token_hash(token: str) -> str:
@@ -43,7 +63,7 @@ def _parse(raw: str) -> dict[str, frozenset[str]]:
 
 
 class TokenTable:
-    """Who may read what."""
+    """Who may read what, by opaque token."""
 
     def __init__(self, grants: Mapping[str, frozenset[str]]) -> None:
         self._grants = dict(grants)
@@ -66,3 +86,177 @@ class TokenTable:
             if hmac.compare_digest(known, digest):
                 return mailboxes
         return None
+
+
+class SigningKeys(Protocol):
+    """Where a JWT's key comes from, by ``kid`` (PyJWKClient's own interface)."""
+
+    def get_signing_key(self, kid: str) -> PyJWK: ...
+
+
+class JwksFile:
+    """A JWKS file, used like :class:`PyJWKClient` uses a URL: re-read after ``lifespan_s``,
+    and on an unknown ``kid`` at most once per ``cooldown_s`` — so keys rotate by replacing
+    the file, without a restart. Read at construction: a missing or broken file stops the
+    API at start rather than at its first request."""
+
+    def __init__(self, path: Path, lifespan_s: float, cooldown_s: float) -> None:
+        self._path, self._lifespan, self._cooldown = path, lifespan_s, cooldown_s
+        self._lock = threading.Lock()
+        self._keys, self._read_at = self._read(), time.monotonic()
+
+    def _read(self) -> PyJWKSet:
+        try:
+            return PyJWKSet.from_json(self._path.read_text(encoding="utf-8"))
+        except (OSError, ValueError, AttributeError, PyJWKSetError) as exc:  # not a JWKS
+            raise PyJWKClientConnectionError(f"cannot read the JWKS file: {exc}") from exc
+
+    def get_signing_key(self, kid: str) -> PyJWK:
+        with self._lock:
+            age = time.monotonic() - self._read_at
+            if age >= self._lifespan or (_find(self._keys, kid) is None and age >= self._cooldown):
+                self._keys, self._read_at = self._read(), time.monotonic()
+            found = _find(self._keys, kid)
+        if found is None:
+            raise PyJWKClientError("no signing key matches the token's kid")
+        return found
+
+
+def _find(keys: PyJWKSet, kid: str) -> PyJWK | None:
+    return next(
+        (k for k in keys if k.key_id == kid and k.public_key_use in ("sig", None)), None
+    )
+
+
+class JwtVerifier:
+    """OIDC/JWT bearer tokens: signature by the issuer's key named by ``kid``, ``iss``,
+    ``aud`` and ``exp`` all required, clock skew ``leeway_s``."""
+
+    def __init__(
+        self,
+        keys: SigningKeys,
+        *,
+        issuer: str,
+        audience: str,
+        algorithms: tuple[str, ...],
+        claim: str,
+        leeway_s: float,
+    ) -> None:
+        self._keys, self._issuer, self._audience = keys, issuer, audience
+        self._algorithms, self._claim, self._leeway = list(algorithms), claim, leeway_s
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> JwtVerifier | None:
+        """None without a JWKS: JWTs are then unknown tokens like any other."""
+        url, path = settings.api_jwt_jwks_url, settings.api_jwt_jwks_file
+        if url is None and path is None:
+            return None
+        if url is not None and path is not None:
+            raise TokenConfigError("set SIDECAR_API_JWT_JWKS_URL or _JWKS_FILE, not both")
+        if not settings.api_jwt_issuer or not settings.api_jwt_audience:
+            raise TokenConfigError("JWT bearer tokens need SIDECAR_API_JWT_ISSUER and _AUDIENCE")
+        lifespan, cooldown = settings.api_jwt_jwks_lifespan_s, settings.api_jwt_jwks_cooldown_s
+        keys: SigningKeys
+        if url is not None:
+            try:
+                keys = PyJWKClient(
+                    url, lifespan=lifespan, cooldown_duration=cooldown, timeout=JWKS_TIMEOUT_S
+                )
+            except PyJWKClientError as exc:  # e.g. a scheme other than http(s)
+                raise TokenConfigError(f"SIDECAR_API_JWT_JWKS_URL: {exc}") from exc
+        else:
+            assert path is not None
+            try:
+                keys = JwksFile(path, lifespan, cooldown)
+            except PyJWKClientError as exc:
+                raise TokenConfigError(f"SIDECAR_API_JWT_JWKS_FILE: {exc}") from exc
+        return cls(
+            keys,
+            issuer=settings.api_jwt_issuer,
+            audience=settings.api_jwt_audience,
+            algorithms=settings.api_jwt_algorithms,
+            claim=settings.api_jwt_mailboxes_claim,
+            leeway_s=settings.api_jwt_leeway_s,
+        )
+
+    def mailboxes(self, token: str) -> frozenset[str] | None:
+        """The claim's mailboxes of a valid token (maybe none), None for an invalid one.
+        Raises 503 when the issuer's keys cannot be had: the token may well be valid."""
+        try:
+            header = jwt.get_unverified_header(token)
+        except jwt.PyJWTError:
+            return None
+        alg, kid = header.get("alg"), header.get("kid")
+        if alg not in self._algorithms or not isinstance(kid, str):
+            log.info(_REJECTED, "algorithm not allowed or no kid")
+            return None
+        try:
+            key = self._keys.get_signing_key(kid)
+        except PyJWKClientConnectionError as exc:
+            log.warning("the JWKS could not be loaded: %s", exc)
+            raise HTTPException(503, "jwks is unavailable", {"Retry-After": "5"}) from exc
+        except (PyJWKClientError, PyJWKSetError):
+            log.info(_REJECTED, "unknown kid")
+            return None
+        try:
+            claims = jwt.decode(
+                token,
+                key,
+                algorithms=self._algorithms,
+                audience=self._audience,
+                issuer=self._issuer,
+                leeway=self._leeway,
+                options={"require": ["exp", "iss", "aud"]},
+            )
+        except jwt.PyJWTError as exc:
+            log.info(_REJECTED, type(exc).__name__)
+            return None
+        return _granted(claims.get(self._claim))
+
+
+def _granted(value: Any) -> frozenset[str]:
+    """A list claim's strings, or one string as one mailbox; anything else grants nothing."""
+    if isinstance(value, str):
+        return frozenset([value])
+    if isinstance(value, list):
+        return frozenset(v for v in value if isinstance(v, str))
+    return frozenset()
+
+
+class Authenticator:
+    """The token table first (a cheap hash), then — for what looks like a JWT — the issuer."""
+
+    def __init__(self, table: TokenTable, verifier: JwtVerifier | None = None) -> None:
+        self._table, self._verifier = table, verifier
+
+    @classmethod
+    def from_settings(cls, settings: Settings) -> Authenticator:
+        return cls(TokenTable.from_settings(settings), JwtVerifier.from_settings(settings))
+
+    def mailboxes(self, token: str) -> frozenset[str] | None:
+        found = self._table.mailboxes(token)
+        if found is None and self._verifier is not None and token.count(".") == 2:
+            found = self._verifier.mailboxes(token)
+        return found
+
+
+bearer = HTTPBearer(
+    auto_error=False,  # a missing token is our 401 (with WWW-Authenticate), not FastAPI's 403
+    scheme_name="bearer",
+    description="An opaque token of SIDECAR_API_TOKENS, or a JWT of the configured issuer.",
+)
+
+
+def authorized_mailbox(
+    mailbox_id: str,
+    request: Request,
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> str:
+    """401 without a valid bearer token; 403 for a mailbox outside its set (exists or not)."""
+    authenticator: Authenticator = request.app.state.tokens
+    allowed = authenticator.mailboxes(credentials.credentials) if credentials else None
+    if allowed is None:
+        raise HTTPException(401, "missing or invalid bearer token", {"WWW-Authenticate": "Bearer"})
+    if mailbox_id not in allowed:
+        raise HTTPException(403, "this token may not read that mailbox")
+    return mailbox_id

@@ -6,7 +6,7 @@ import re
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
-from fastapi import APIRouter, Depends, Header, HTTPException, Query, Request, Response
+from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from indexer.adapters.tables import MissingTableError
 from indexer.core.errors import TransientError
@@ -14,6 +14,7 @@ from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from search_api import cursor as cursors
 from search_api import service
+from search_api.auth import authorized_mailbox
 from search_api.backends import Backends, BackendUnavailable
 from search_api.query import MAX_QUERY_LENGTH, parse, sort_spec
 from search_api.similar import similar as similar_messages
@@ -27,23 +28,8 @@ def backends(request: Request) -> Backends:
     return found
 
 
-def authorized_mailbox(
-    mailbox_id: str, request: Request, authorization: Annotated[str | None, Header()] = None
-) -> str:
-    """401 without a known bearer token; 403 for a mailbox outside its set (exists or not)."""
-    scheme, _, token = (authorization or "").partition(" ")
-    allowed = (
-        request.app.state.tokens.mailboxes(token) if scheme.lower() == "bearer" and token else None
-    )
-    if allowed is None:
-        raise HTTPException(401, "missing or invalid bearer token", {"WWW-Authenticate": "Bearer"})
-    if mailbox_id not in allowed:
-        raise HTTPException(403, "this token may not read that mailbox")
-    return mailbox_id
-
-
 BackendsDep = Annotated[Backends, Depends(backends)]
-Mailbox = Annotated[str, Depends(authorized_mailbox)]
+Mailbox = Annotated[str, Depends(authorized_mailbox)]  # bearer token -> mailbox (auth.py)
 
 
 @router.get("/healthz")

@@ -20,6 +20,12 @@ def serve(
             "semantic, hybrid and similar answer 503)."
         )
     ] = True,
+    metrics_port: Annotated[
+        int | None, typer.Option(
+            help="Serve the API's /metrics on this port, never the API's own "
+            "(default: SIDECAR_API_METRICS_PORT, 9108; 0 off)."
+        )
+    ] = None,
 ) -> None:
     """Serve the search API (OpenAPI at /openapi.json)."""
     from indexer.pipeline.repair import CeleryRepairs, consume_vectors
@@ -34,6 +40,7 @@ def serve(
         vectors_consumer=vectors_consumer,
         repairs=CeleryRepairs(settings),  # read-repair through the pipeline's queues
         consume_vectors=lambda: consume_vectors(settings),
+        metrics_port=metrics_port,
     )
 
 

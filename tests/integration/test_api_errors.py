@@ -6,9 +6,11 @@ import logging
 
 import pytest
 from fastapi.testclient import TestClient
+from prometheus_client import generate_latest
 
 from indexer.settings import Settings
 from search_api.app import create_app
+from search_api.serve import metrics_registry
 
 pytestmark = [pytest.mark.stack]
 
@@ -25,7 +27,7 @@ def test_a_forced_internal_error_is_in_the_access_log_and_metrics(
     app.add_api_route(route, boom)
     with TestClient(app, raise_server_exceptions=False) as client, caplog.at_level(logging.INFO):
         response = client.get(route.replace("{item}", "x"))
-        metrics = client.get("/metrics").text
+    metrics = generate_latest(metrics_registry(settings)).decode()
     assert response.status_code == 500 and response.json() == {"detail": "internal error"}
     assert response.headers["cache-control"] == "no-store"
     logged = [r for r in caplog.records if r.getMessage() == "request"]

@@ -1,6 +1,7 @@
 """``sidecar serve`` as started: the model loads at start and ``/readyz`` waits for it; a
 stale hit's repair that cannot be enqueued (Redis down) never fails the search; answers are
-``no-store``; ``/docs`` is off outside dev (issue 16)."""
+``no-store``; ``/docs`` is off outside dev (issue 16); its metrics are on their own port, not
+the API's (issue 23)."""
 
 from __future__ import annotations
 
@@ -46,12 +47,13 @@ def test_serve_waits_for_the_model_and_survives_a_dead_broker(
 ) -> None:
     prepare_tables(settings)
     stale_document(settings)
-    port = free_port()
+    port, metrics_port = free_port(), free_port()
     env = {
         **os.environ,
         **to_env(settings),
         "SIDECAR_REDIS_URL": "redis://127.0.0.1:1/0",  # nothing listens: every enqueue fails
         "SIDECAR_API_PORT": str(port),
+        "SIDECAR_API_METRICS_PORT": str(metrics_port),
         "SIDECAR_API_TOKENS": json.dumps({token_hash(TOKEN_A): [MAILBOX]}),
     }
     log = (tmp_path / "api.log").open("ab")
@@ -75,7 +77,8 @@ def test_serve_waits_for_the_model_and_survives_a_dead_broker(
             assert answer.status_code == 200, answer.text
             assert answer.json()["hits"] == []  # dropped at the join; repair could not be sent
             assert answer.headers["cache-control"] == "no-store"
-        metrics = httpx.get(f"{url}/metrics", timeout=10).text
+        assert httpx.get(f"{url}/metrics", timeout=10).status_code == 404  # not public
+        metrics = httpx.get(f"http://127.0.0.1:{metrics_port}/metrics", timeout=10).text
         assert 'sidecar_api_repairs_total{outcome="failed"} 2.0' in metrics
         assert httpx.get(f"{url}/docs", timeout=10).status_code == 404
         assert httpx.get(f"{url}/openapi.json", timeout=10).status_code == 200

@@ -102,6 +102,7 @@ class Stack:
         self.procs: list[subprocess.Popen[bytes]] = []
         self.worker_ports = [free_port(), free_port()]
         self.api_ports = [free_port(), free_port()]
+        self.api_metrics_ports = [free_port(), free_port()]  # the API's own metrics port
         self.startup_s = 0.0
 
     def _spawn(self, name: str, *args: str) -> None:
@@ -115,9 +116,10 @@ class Stack:
         for n, port in enumerate(self.worker_ports):
             self._spawn(f"worker{n}", "worker", "--role", "fulltext", "--loglevel", "WARNING",
                         "--metrics-port", str(port))
-        a, b = self.api_ports
-        self._spawn("api-a", "serve", "--port", str(a))
-        self._spawn("api-b", "serve", "--port", str(b), "--no-vectors-consumer")
+        (a, b), (ma, mb) = self.api_ports, self.api_metrics_ports
+        self._spawn("api-a", "serve", "--port", str(a), "--metrics-port", str(ma))
+        self._spawn("api-b", "serve", "--port", str(b), "--metrics-port", str(mb),
+                    "--no-vectors-consumer")
 
     def ready(self) -> bool:
         def up(port: int) -> bool:
@@ -229,7 +231,7 @@ def test_two_workers_two_apis(stack: Stack, tmp_path: Path) -> None:
     retried = sum(_samples(p).get(RETRIED, 0.0) for p in stack.worker_ports)
     seen = (per_worker, sent, retried)
     assert sum(per_worker) == sent["fulltext"] and min(per_worker) > 0, seen
-    owner = _samples(stack.api_ports[0])
+    owner = _samples(stack.api_metrics_ports[0])
     assert owner.get(VECTORS) == sent["vectors"], (owner.get(VECTORS), sent)
     embedded = owner[EMBEDDED]  # the owner embeds texts (and, below, queries)
     assert embedded == first.embedded, (embedded, first)
@@ -247,14 +249,14 @@ def test_two_workers_two_apis(stack: Stack, tmp_path: Path) -> None:
     assert ready[1] == {"ready": True, "failing": [], "skipped": ["qdrant"]}
 
     # Re-delivery of every record: applied again once each, nothing embedded.
-    queries_embedded = _samples(stack.api_ports[0])[EMBEDDED]
+    queries_embedded = _samples(stack.api_metrics_ports[0])[EMBEDDED]
     began = time.monotonic()
     again = _ingest(settings, records, sent)
     again_s = time.monotonic() - began
     assert again.dead_lettered == 0 and again.embedded == 0, again
     assert wait_until(lambda: sum(stack.applied()) >= sent["fulltext"], timeout=30)
     assert sum(stack.applied()) == sent["fulltext"]
-    assert _samples(stack.api_ports[0])[EMBEDDED] == queries_embedded
+    assert _samples(stack.api_metrics_ports[0])[EMBEDDED] == queries_embedded
     _same_everywhere(stack)
     print(f"scale-out: full-text applied per worker {per_worker} of {sent['fulltext'] // 2} "
           f"sent in {first.batches} tasks, then {stack.applied()} after the re-ingest; vectors "
