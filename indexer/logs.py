@@ -1,57 +1,172 @@
-"""Structured JSON logs: one object per line, with the record's ``extra`` fields."""
+"""Structured JSON logs: one object per line on stderr, with the record's ``extra`` fields.
+
+Why it is shaped this way:
+- ``time`` is ISO-8601 in UTC with milliseconds and the zone (``2026-12-01T09:30:00.123+00:00``):
+  log stores and people comparing two hosts' lines need both.
+- Every library's output goes through the same formatter, or a line-oriented collector sees
+  plain text between the JSON: uvicorn's default logging configuration and Celery's handlers
+  are given this formatter; transformers' and huggingface_hub's loggers keep no handler of their
+  own (they propagate to ours); tqdm's progress bars (the model's "Loading weights" bar) are
+  switched off, since a bar is not a log line.
+- The level is the operator's choice for every command: ``SIDECAR_LOG_LEVEL`` (or
+  ``sidecar --log-level``, which sets it for the process and its children) wins over a
+  command's own default.
+- Extra fields whose name says secret (token, password, authorization, ...) are masked, so a
+  careless ``extra=`` never writes a credential.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
-import time
+import os
+import re
+from datetime import UTC, datetime
 from typing import Any
 
-_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime"}
+LEVEL_ENV = "SIDECAR_LOG_LEVEL"
+LEVELS = ("debug", "info", "warning", "error", "critical")
+_STANDARD = set(vars(logging.makeLogRecord({}))) | {"message", "asctime", "taskName"}
+_SECRET = re.compile(r"token|passw|secret|authori[sz]ation|api_?key|credential|cookie", re.I)
+# Read by huggingface_hub / transformers / tqdm when they are imported: set before that.
+_NO_PROGRESS_BARS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
+# Libraries that install a handler (with their own text format) on their root logger.
+_ADOPTED = ("transformers", "huggingface_hub")
+
+
+def timestamp(created: float) -> str:
+    """ISO-8601, UTC, milliseconds, with the zone."""
+    return datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
 
 
 class JsonFormatter(logging.Formatter):
     def format(self, record: logging.LogRecord) -> str:
         entry: dict[str, Any] = {
-            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(record.created)),
+            "time": timestamp(record.created),
             "level": record.levelname.lower(),
             "logger": record.name,
             "message": record.getMessage(),
         }
-        entry.update({k: v for k, v in vars(record).items() if k not in _STANDARD})
+        entry.update({k: "[redacted]" if _SECRET.search(k) else v
+                      for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
             entry["error"] = self.formatException(record.exc_info)
         return json.dumps(entry, default=str)
 
 
+def uvicorn_formatter(**_: Any) -> JsonFormatter:
+    """A ``logging.config`` factory: uvicorn passes its text format options, which JSON has
+    no use for."""
+    return JsonFormatter()
+
+
+class _JsonHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """Ours: told apart from a test runner's or an embedding application's handlers."""
+
+
+def chosen_level() -> int | None:
+    """The operator's level (``SIDECAR_LOG_LEVEL``), or None when unset."""
+    raw = os.environ.get(LEVEL_ENV, "").strip().lower()
+    return logging.getLevelNamesMapping()[raw.upper()] if raw in LEVELS else None
+
+
+def choose_level(name: str) -> None:
+    """``sidecar --log-level``: the level of this process and of the ones it starts."""
+    if name.lower() not in LEVELS:
+        raise ValueError(f"log level must be one of {', '.join(LEVELS)}")
+    os.environ[LEVEL_ENV] = name.lower()
+
+
+def quiet_libraries() -> None:
+    """No progress bars, and transformers' / huggingface_hub's records through our handler.
+
+    Both libraries add a text handler to their root logger and stop propagation when first
+    imported; a logger of :class:`_Propagating` created before that refuses both.
+    """
+    for key, value in _NO_PROGRESS_BARS.items():
+        os.environ.setdefault(key, value)
+    for name in _ADOPTED:
+        existing = logging.Logger.manager.loggerDict.get(name)
+        if isinstance(existing, logging.Logger):  # imported already: undo what it set up
+            existing.handlers.clear()
+            existing.propagate = True
+            continue
+        previous = logging.getLoggerClass()
+        logging.setLoggerClass(_Propagating)
+        try:
+            logging.getLogger(name)
+        finally:
+            logging.setLoggerClass(previous)
+
+
+class _Propagating(logging.Logger):
+    """A library's root logger that keeps no handler of its own and always propagates."""
+
+    def addHandler(self, hdlr: logging.Handler) -> None:
+        return None
+
+    @property
+    def propagate(self) -> bool:
+        return True
+
+    @propagate.setter
+    def propagate(self, _value: bool) -> None:
+        return None
+
+
+def _route_uvicorn() -> None:
+    """``uvicorn.Config`` applies its default ``log_config`` (this very dict) with
+    ``dictConfig`` when the server is built, after our set-up: give it our formatter."""
+    try:
+        from uvicorn.config import LOGGING_CONFIG
+    except ImportError:  # pragma: no cover - uvicorn is a dependency of the runtime
+        return
+    for name in ("default", "access"):
+        LOGGING_CONFIG["formatters"][name] = {"()": "indexer.logs.uvicorn_formatter"}
+
+
 def configure(level: int = logging.INFO, *names: str) -> None:
-    """JSON lines on stderr for the named loggers (all when none are named)."""
-    handler = logging.StreamHandler()
+    """JSON lines on stderr for the named loggers (all when none are named), at the operator's
+    level if one is set, else at ``level``."""
+    handler = _JsonHandler()
     handler.setFormatter(JsonFormatter())
+    quiet_libraries()
+    _route_uvicorn()
+    logging.captureWarnings(True)  # warnings.warn(...) of any library: a JSON line too
     for name in names or ("",):
         logger = logging.getLogger(name)
         logger.handlers[:] = [handler]
-        logger.setLevel(level)
-        logger.propagate = False
+        logger.setLevel(chosen_level() or level)
+        logger.propagate = not name  # a named logger writes its own lines, once
+    if names and not logging.getLogger().handlers:
+        configure_unless_configured(logging.WARNING)  # what other loggers say: JSON too
 
 
 def configure_unless_configured(level: int = logging.INFO) -> None:
-    """JSON lines on stderr for a command's process, unless logging is already set up (a test
-    runner's capture, an embedding application): then theirs is left alone."""
-    if not logging.getLogger().handlers:
+    """JSON lines on stderr for a command's process, unless logging is already set up by
+    someone else (a test runner's capture, an embedding application): theirs is left alone."""
+    handlers = logging.getLogger().handlers
+    if all(isinstance(h, _JsonHandler) for h in handlers):
         configure(level)
 
 
 def celery_json_logs() -> None:
-    """Make Celery workers log JSON lines too: reformat the handlers Celery installs.
+    """Make Celery workers log JSON lines too: reformat the handlers Celery installs, at the
+    operator's level when one is set (``sidecar worker`` passes Celery its own ``-l``).
 
-    Connected when the tasks module is imported, which a worker does before it sets up logging.
+    Connected when the tasks module is imported, which a worker does before it sets up logging
+    and before any model is loaded.
     """
     from celery.signals import after_setup_logger, after_setup_task_logger
+
+    quiet_libraries()
 
     def reformat(logger: logging.Logger | None = None, **_: Any) -> None:
         for handler in logger.handlers if logger is not None else ():
             handler.setFormatter(JsonFormatter())
+        level = chosen_level()
+        if logger is not None and level is not None:
+            logger.setLevel(level)
 
     after_setup_logger.connect(reformat, weak=False)
     after_setup_task_logger.connect(reformat, weak=False)

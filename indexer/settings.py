@@ -9,9 +9,9 @@ from __future__ import annotations
 import json
 from functools import lru_cache
 from pathlib import Path
-from typing import Literal
+from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr
+from pydantic import Field, SecretStr, StringConstraints
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
@@ -66,6 +66,21 @@ class Settings(BaseSettings):
     )
     opensearch_verify_certs: bool = Field(default=True, description="Verify the TLS certificate.")
     opensearch_ca_certs: Path | None = Field(default=None, description="CA bundle (a private CA).")
+    opensearch_pool_size: int = Field(
+        default=32, ge=1, le=512,
+        description="Connections kept open to each OpenSearch host (size it to the process's "
+        "concurrency: the API's request threads, a worker's bulk threads).",
+    )
+    search_timeout_ms: int = Field(
+        default=2000, ge=100, le=60_000,
+        description="Time budget of one search, enforced by OpenSearch (timeout, then task "
+        "cancellation); a search over it answers 400 naming the budget, and is never retried.",
+    )
+    api_expensive_per_token: int = Field(
+        default=1, ge=1, le=64,
+        description="Expensive searches (prefixes, hybrid, semantic) one caller may run at "
+        "once; more answer 429 with Retry-After.",
+    )
     redis_url: str = "redis://127.0.0.1:6379/0"
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
     qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")
@@ -148,6 +163,15 @@ class Settings(BaseSettings):
         "The API serves /metrics on its own port.",
     )
     metrics_host: str = Field(default="127.0.0.1", description="Address the metrics port binds.")
+
+    # Logs (indexer/logs.py reads the variable itself, so logging works before settings load).
+    log_level: Annotated[str, StringConstraints(
+        strip_whitespace=True, to_lower=True,
+        pattern=r"(?i)^(debug|info|warning|error|critical)?$")] = Field(
+        default="",
+        description="Level of every command's JSON logs (also `sidecar --log-level`); '' = "
+        "each command's default (info for tail, serve and workers, warning for the rest).",
+    )
 
     # API.
     api_host: str = "127.0.0.1"

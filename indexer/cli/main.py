@@ -8,11 +8,13 @@ the tooling and a production install simply has fewer commands.
 
 from __future__ import annotations
 
+import logging
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Annotated
 
 import typer
 
+from indexer import logs
 from indexer.cli import (
     api_cmds,
     backfill_cmds,
@@ -54,8 +56,21 @@ def _root(
         typer.Option("--version", callback=_show_version, is_eager=True,
                      help="Print the installed version and exit."),
     ] = False,
+    log_level: Annotated[
+        str | None,
+        typer.Option("--log-level", help="debug | info | warning | error | critical, for this "
+                     "command and the processes it starts (default: SIDECAR_LOG_LEVEL, else "
+                     "the command's own)."),
+    ] = None,
 ) -> None:
     """Keep OpenSearch and Qdrant in step with an AECS-1 DynamoDB mail store."""
+    # Before any subcommand imports a library: no progress bars, every line JSON on stderr.
+    if log_level is not None:
+        try:
+            logs.choose_level(log_level)
+        except ValueError as exc:
+            raise typer.BadParameter(str(exc), param_hint="--log-level") from exc
+    logs.configure_unless_configured(logging.WARNING)
 
 
 for module in (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds,

@@ -1,0 +1,100 @@
+"""Issue 23 part 8: real commands log only JSON lines on stderr, at the level asked for.
+
+`sidecar --log-level debug tail` (boto3/botocore debug output included) and `SIDECAR_LOG_LEVEL
+=debug sidecar serve` (uvicorn, the model loading with its tqdm bar, the API's own lines) run
+against the stack briefly; every stderr line must be a JSON object whose `time` is ISO-8601 UTC
+with milliseconds and the zone, and debug lines must be there (the level took effect).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from indexer.settings import Settings, to_env
+from tests.api_fixtures import free_port
+from tests.pipeline_helpers import prepare_tables
+from tests.unit.test_logs import STAMP
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
+
+
+def _run_briefly(argv: list[str], env: dict[str, str], log: Path, ready: float,
+                 url: str | None = None) -> None:
+    with log.open("wb") as err:
+        proc = subprocess.Popen([sys.executable, "-m", "indexer.cli.main", *argv], env=env,
+                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+    try:
+        deadline = time.monotonic() + ready
+        while time.monotonic() < deadline and proc.poll() is None:
+            if url is not None:
+                try:
+                    if httpx.get(url, timeout=2).status_code == 200:
+                        break
+                except httpx.HTTPError:
+                    pass
+            time.sleep(0.5)
+        assert proc.poll() is None, log.read_text()[-3000:]
+        if url is not None:  # uvicorn warns of a malformed request: its line, through ours
+            host, port = url.split("/")[2].split(":")
+            with socket.create_connection((host, int(port)), timeout=5) as conn:
+                conn.sendall(b"NOT HTTP\r\n\r\n")
+                conn.recv(1024)
+            time.sleep(2)
+    finally:
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait(timeout=10)
+
+
+def _assert_json_lines(log: Path) -> list[dict[str, object]]:
+    text = log.read_text(errors="replace")
+    assert "\r" not in text, "a progress bar reached stderr"
+    entries = []
+    for line in text.splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            pytest.fail(f"not a JSON line: {line[:300]!r}")
+        assert isinstance(entry, dict) and STAMP.match(str(entry.get("time"))), line[:300]
+        entries.append(entry)
+    assert entries
+    return entries
+
+
+def test_tail_at_debug_logs_only_json(settings: Settings, tmp_path: Path) -> None:
+    prepare_tables(settings)
+    env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
+    env.pop("SIDECAR_LOG_LEVEL", None)
+    log = tmp_path / "tail.err"
+    _run_briefly(["--log-level", "debug", "tail", "--lease-s", "4", "--renew-s", "1"], env, log,
+                 ready=8)
+    entries = _assert_json_lines(log)
+    assert {"debug", "info"} <= {e["level"] for e in entries}
+    assert any(str(e["logger"]).startswith("botocore") for e in entries)  # a library's lines
+    assert any(e["message"] == "tail stopped" for e in entries)
+
+
+def test_serve_logs_only_json_at_the_level_set(settings: Settings, tmp_path: Path) -> None:
+    prepare_tables(settings)
+    port = free_port()
+    env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", "SIDECAR_LOG_LEVEL": "debug",
+           "SIDECAR_API_PORT": str(port), "SIDECAR_API_TOKENS": "{}"}
+    log = tmp_path / "serve.err"
+    _run_briefly(["serve", "--no-vectors-consumer"], env, log, ready=90,
+                 url=f"http://127.0.0.1:{port}/healthz")
+    entries = _assert_json_lines(log)
+    assert "debug" in {e["level"] for e in entries}
+    assert any(str(e["logger"]).startswith("uvicorn") for e in entries)  # uvicorn through ours
