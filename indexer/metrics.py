@@ -22,7 +22,14 @@ from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
-from prometheus_client import REGISTRY, CollectorRegistry, Counter, Histogram, start_http_server
+from prometheus_client import (
+    REGISTRY,
+    CollectorRegistry,
+    Counter,
+    Gauge,
+    Histogram,
+    start_http_server,
+)
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.multiprocess import MultiProcessCollector
 from prometheus_client.registry import Collector
@@ -59,6 +66,19 @@ BULK_ERRORS = Counter(
     "(the message is dead-lettered), connection (the whole bulk call is retried).",
     ["error_class"],
 )
+CONFIG_ERRORS = Counter(
+    "sidecar_config_errors_total",
+    "Batches an engine refused the sidecar's credentials or permissions for (401/403), by "
+    "component (opensearch, qdrant): retried with backoff until fixed, never dead-lettered.",
+    ["component"],
+)
+STALLED = Gauge(
+    "sidecar_stalled",
+    "1 while a component refuses the sidecar (401/403) and batches wait; 0 after the next "
+    "batch it accepted (the latest value any worker process set).",
+    ["component"],
+    multiprocess_mode="livemostrecent",
+)
 EMBED_BATCH = Histogram(
     "sidecar_embed_batch_size",
     "Texts per embedding call (only texts neither the point nor the cache had).",
@@ -74,6 +94,11 @@ API_REPAIRS = Counter(
     "sidecar_api_repairs_total",
     "Read-repairs of stale hits: requested, deduplicated (asked within the window), failed.",
     ["outcome"],
+)
+MALFORMED_FIELDS = Counter(
+    "sidecar_api_malformed_fields_total",
+    "Hot-row fields the API could not read and showed as null (the writer's data), by field.",
+    ["field"],
 )
 API_LATENCY = Histogram(
     "sidecar_api_request_seconds",

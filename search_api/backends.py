@@ -24,6 +24,7 @@ from indexer.adapters.query_batch import QueryBatcher
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
+from search_api.limits import ExpensiveGate
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 
 T = TypeVar("T")
@@ -129,6 +130,11 @@ class Backends:
             if batcher is None:
                 batcher = self._batchers[id(embedder)] = QueryBatcher(embedder.embed_query)
         return batcher.embed_query([text])[0]
+
+    @cached_property
+    def expensive_gate(self) -> ExpensiveGate:
+        """This process's count of each caller's expensive searches."""
+        return ExpensiveGate(self.settings.api_expensive_per_token)
 
     @cached_property
     def store(self) -> DynamoStore:

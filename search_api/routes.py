@@ -12,11 +12,10 @@ from indexer.adapters.tables import MissingTableError
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
-from search_api import cursor as cursors
-from search_api import service
+from search_api import limits, pages, service
 from search_api.auth import authorized_mailbox
 from search_api.backends import Backends, BackendUnavailable
-from search_api.query import MAX_QUERY_LENGTH, parse, sort_spec
+from search_api.query import MAX_QUERY_LENGTH, parse
 from search_api.similar import similar as similar_messages
 
 router = APIRouter()
@@ -49,11 +48,16 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
     for name in skipped:
         del checks[name]
+    # Local: the module's imports are another change's; hoist when convenient.
+    from indexer.core.errors import ConfigurationError
+
     failing, errors = [], {}
     for name, check in checks.items():
         try:
             check()
-        except MissingTableError as exc:  # an operator's fix: say which table, which command
+        except (MissingTableError, ConfigurationError) as exc:
+            # An operator's fix (which table and command; credentials refused, 401/403, and
+            # what to check): say it, so a failing probe is not mistaken for an outage.
             failing.append(name)
             errors[name] = str(exc)
         except Exception:
@@ -114,80 +118,15 @@ def search(
     mailbox; see the syntax above."""
     if len(q) > MAX_QUERY_LENGTH:
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
-    node = parse(q)
-    request_id = cursors.fingerprint(mailbox, q, mode, collapse, sort)
-    codec: cursors.CursorCodec = request.app.state.cursors
-    # search_after pages carry their sort values in the cursor: only where they hold no
-    # engine score (date order), or where scores may be shown (see the score policy).
-    paged_after = (
-        mode == "fulltext" and collapse is None and (sort == "date" or b.settings.expose_scores)
-    )
-    sort_keys = len(sort_spec(sort_by_date=sort == "date")) if paged_after else None
-    position = codec.decode(cursor, request_id, sort_keys=sort_keys) if cursor else {}
-    first_rank = int(position.get("n", position.get("o", 0)))
-    if paged_after:
-        hits = service.fulltext(
-            b,
-            mailbox,
-            node,
-            size=limit + 1,
-            by_date=sort == "date",
-            collapse=False,
-            search_after=position.get("a"),
-            offset=0,
-        )
-        page, more = hits[:limit], len(hits) > limit
-        next_position: dict[str, Any] | None = (
-            {"a": page[-1].sort, "n": first_rank + len(page)} if more and page else None
-        )
-    else:
-        offset = int(position.get("o", 0))
-        candidates = _candidates(b, mailbox, node, mode, collapse, sort, offset, limit)
-        page, more = candidates[:limit], len(candidates) > limit
-        next_position = {"o": offset + limit} if more else None
-    joined = service.join_rows(b, mailbox, page)
-    request.state.results = len(joined)
-    scored = service.policy_scores(b.settings, [c for c, _ in joined], first_rank)
-    return {
-        "hits": [
-            service.render(c, row, mode, s) for (c, row), s in zip(joined, scored, strict=True)
-        ],
-        "next_cursor": codec.encode(request_id, next_position) if next_position else None,
-    }
-
-
-def _candidates(
-    b: Backends,
-    mailbox: str,
-    node: Any,
-    mode: str,
-    collapse: str | None,
-    sort: str,
-    offset: int,
-    limit: int,
-) -> list[service.Candidate]:
-    """The ranked list from ``offset`` on (at most ``limit + 1``), for offset-paged modes."""
-    if mode == "fulltext":
-        return service.fulltext(
-            b,
-            mailbox,
-            node,
-            size=limit + 1,
-            by_date=sort == "date",
-            collapse=collapse is not None,
-            search_after=None,
-            offset=offset,
-        )
-    ranked = (
-        service.semantic(b, mailbox, node)
-        if mode == "semantic"
-        else service.hybrid(b, mailbox, node)
-    )
-    if collapse:
-        ranked = service.collapse_threads(ranked)
-    if sort == "date":
-        ranked.sort(key=lambda c: (-c.ts, c.message_key))
-    return ranked[offset : offset + limit + 1]
+    req = pages.SearchRequest(q, parse(q), mode, limit, cursor, collapse, sort)
+    caller = limits.caller_key(request.headers.get("authorization"))
+    try:
+        with b.expensive_gate.admit(caller, limits.is_expensive(req.node)):
+            result = pages.search(b, request.app.state.cursors, mailbox, req)
+    except limits.TooManyExpensive as exc:
+        raise HTTPException(429, str(exc), {"Retry-After": "1"}) from exc
+    request.state.results = len(result["hits"])
+    return result
 
 
 @router.get("/v1/mailboxes/{mailbox_id}/messages/{message_key}/similar")

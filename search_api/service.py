@@ -15,6 +15,7 @@ from typing import Any
 from indexer.core.errors import PoisonError, TransientError
 from indexer.core.items import message_sk, thread_pk
 from indexer.core.plan import MessageRef
+from indexer.metrics import MALFORMED_FIELDS
 from indexer.settings import Settings
 from search_api.backends import Backends, BackendUnavailable
 from search_api.cursor import CursorError
@@ -24,6 +25,7 @@ from search_api.query import (
     QueryError,
     build_search_body,
     free_text,
+    page_highlight_body,
     rrf,
     vector_filter,
 )
@@ -64,8 +66,12 @@ class Candidate:
 
 
 def os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    """One search within the time budget the engine enforces (``SIDECAR_SEARCH_TIMEOUT_MS``):
+    over it, or refused, it is the caller's 400; the engine down is a 503."""
     try:
-        return backends.opensearch.search(mailbox, body)
+        return backends.opensearch.search(
+            mailbox, body, budget_ms=backends.settings.search_timeout_ms
+        )
     except PoisonError as exc:  # the request, not the engine: a 400 (never "retry later")
         raise QueryError(0, str(exc)) from exc
     except TransientError as exc:
@@ -87,12 +93,12 @@ def from_hit(hit: dict[str, Any]) -> Candidate:
 
 
 def _highlights(raw: dict[str, list[str]]) -> dict[str, list[str]]:
-    """One snippet list per field: the ``.exact`` variant when only it marks the match."""
+    """One snippet list per field: a sub-field's variant when only it marks the match."""
     merged: dict[str, list[str]] = {}
     for name in ("subject", "clean"):
-        plain, exact = raw.get(name), raw.get(f"{name}.exact")
-        marked = [f for f in (plain, exact) if f and any("<mark>" in x for x in f)]
-        best = marked[0] if marked else plain or exact
+        variants = [raw.get(f"{name}{suffix}") for suffix in ("", ".exact", ".parts")]
+        marked = [f for f in variants if f and any("<mark>" in x for x in f)]
+        best = marked[0] if marked else next((f for f in variants if f), None)
         if best:
             merged[name] = best
     return merged
@@ -109,9 +115,39 @@ def fulltext(
     search_after: list[Any] | None,
     offset: int,
     any_words: str | None = None,
+    highlight: bool = True,
 ) -> list[Candidate]:
+    """One page of full-text hits (with their snippets unless ``highlight`` is off)."""
+    body = fulltext_body(
+        mailbox,
+        node,
+        size=size,
+        by_date=by_date,
+        collapse=collapse,
+        search_after=search_after,
+        offset=offset,
+        any_words=any_words,
+        highlight=highlight,
+    )
+    return [from_hit(h) for h in os_search(backends, mailbox, body)]
+
+
+def fulltext_body(
+    mailbox: str,
+    node: Node,
+    *,
+    size: int,
+    by_date: bool,
+    collapse: bool = False,
+    search_after: list[Any] | None = None,
+    offset: int = 0,
+    any_words: str | None = None,
+    highlight: bool = True,
+) -> dict[str, Any]:
+    """The search body, or :class:`QueryError` (too big: a 400 naming the limit) /
+    :class:`CursorError` (a page the engine would refuse: a forged or stale cursor)."""
     try:
-        body = build_search_body(
+        return build_search_body(
             node,
             mailbox,
             size=size,
@@ -120,12 +156,24 @@ def fulltext(
             collapse_threads=collapse,
             offset=offset,
             any_words=any_words,
+            highlight=highlight,
         )
     except QueryError:
-        raise  # the query itself is too big: a 400 naming the limit
-    except ValueError as exc:  # a page the engine would refuse (forged or stale cursor)
+        raise
+    except ValueError as exc:
         raise CursorError(str(exc)) from exc
-    return [from_hit(h) for h in os_search(backends, mailbox, body)]
+
+
+def highlight_page(backends: Backends, mailbox: str, node: Node, page: list[Candidate]) -> None:
+    """Snippets for a page whose candidates were fetched without them (hybrid: its 100
+    full-text candidates are not highlighted, only the page shown), in one request."""
+    keys = [c.message_key for c in page]
+    if not keys or not free_text(node).strip():
+        return
+    hits = os_search(backends, mailbox, page_highlight_body(node, mailbox, keys))
+    found = {h["_source"]["message_key"]: _highlights(h.get("highlight") or {}) for h in hits}
+    for c in page:
+        c.highlights = found.get(c.message_key, c.highlights)
 
 
 def _embed(backends: Backends, text: str) -> list[float]:
@@ -158,20 +206,15 @@ def hybrid(
     """Reciprocal rank fusion of the full-text and semantic rankings on message_key (see
     :data:`HYBRID`: the full-text leg needs only some of the free words). The full-text leg
     runs beside the semantic one (encode + vector search): the request waits for the slower."""
-    text_hits = backends.concurrently(
-        fulltext,
-        backends,
-        mailbox,
-        node,
-        size=tuning.text_depth,
-        by_date=False,
-        collapse=False,
-        search_after=None,
-        offset=0,
-        any_words=tuning.any_words,
+    # Built (and bounded) before anything runs: an over-limit query is a 400 at once, not
+    # after the query was embedded.
+    body = fulltext_body(
+        mailbox, node, size=tuning.text_depth, by_date=False, any_words=tuning.any_words,
+        highlight=False,
     )
+    text_hits = backends.concurrently(os_search, backends, mailbox, body)
     vector_hits = semantic(backends, mailbox, node, tuning.vector_depth)
-    return fuse(text_hits.result(), vector_hits, tuning)
+    return fuse([from_hit(h) for h in text_hits.result()], vector_hits, tuning)
 
 
 def fuse(
@@ -250,6 +293,19 @@ def _count(summary: dict[str, Any] | None) -> int | None:
     return int(count) if count is not None else None
 
 
+_NUMBERS = frozenset({"ts", "attachment_count", "size_bytes"})
+
+
+def _number(name: str, value: Any) -> int | None:
+    """A hot row's numeric field; a malformed one (the writer's bug, not the caller's) is
+    shown as null and counted, never a 500 for every page that holds the message."""
+    try:
+        return int(value)
+    except (TypeError, ValueError, OverflowError):
+        MALFORMED_FIELDS.labels(field=name).inc()
+        return None
+
+
 def render(
     candidate: Candidate, row: dict[str, Any], mode: str, score: float | None = None
 ) -> dict[str, Any]:
@@ -262,11 +318,7 @@ def render(
     }
     for name in ROW_FIELDS:
         value = row.get(name)
-        hit[name] = (
-            int(value)
-            if name in ("ts", "attachment_count", "size_bytes") and value is not None
-            else value
-        )
+        hit[name] = _number(name, value) if name in _NUMBERS and value is not None else value
     hit["clean_fallback"] = bool(hit["clean_fallback"])
     hit[THREAD_SIZE] = row.get(THREAD_SIZE)
     if mode == "fulltext" or candidate.highlights:

@@ -3,7 +3,10 @@
 Documents are routed by mailbox and addressed by :func:`point_id`; writes go through
 ``helpers.streaming_bulk`` with per-item outcomes: 429 is resent by the helper with backoff,
 other 429/5xx left over become :class:`TransientError` (retry the task), a 4xx rejection is
-poison for that message only, and a 404 on delete is success.
+poison for that message only, and a 404 on delete is success. A 401/403 — of the bulk call or
+of any item — is the sidecar refused, not the message: :meth:`OpenSearchIndex.apply` raises a
+:class:`~indexer.core.errors.ConfigurationError` for the whole batch (it waits, never a dead
+letter).
 """
 
 from __future__ import annotations
@@ -25,16 +28,21 @@ from opensearchpy.exceptions import (
 )
 
 from indexer.adapters.opensearch_auth import client_options
-from indexer.adapters.opensearch_errors import client_error
+from indexer.adapters.opensearch_errors import (
+    REFUSED_STATUSES,
+    client_error,
+    refusal,
+    refused_message,
+)
 from indexer.core.documents import point_id
-from indexer.core.errors import ErrorKind, PoisonError, TransientError
+from indexer.core.errors import ConfigurationError, ErrorKind, PoisonError, TransientError
 from indexer.core.plan import MessageRef
 from indexer.metrics import BULK_ERRORS, bulk_error_class
 from indexer.settings import Settings
 
 MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 3  # mappings/messages-v3.json (CJK bigrams); v1, v2 stay for `sidecar reindex`
+MAPPING_VERSION = 4  # mappings/messages-v4.json (mailbox-local ranking); older stay for reindex
 
 
 @lru_cache(maxsize=8)
@@ -46,12 +54,20 @@ def mapping_file(version: int = MAPPING_VERSION) -> dict[str, Any]:
 
 
 def build_client(settings: Settings) -> OpenSearch:
-    """One client per process, from settings (auth and TLS: :mod:`.opensearch_auth`)."""
+    """One client per process, from settings (auth and TLS: :mod:`.opensearch_auth`).
+
+    ``pool_maxsize``: urllib3 keeps one connection per host unless told otherwise, so
+    concurrent requests beyond it opened (and, on a domain, TLS- and SigV4-handshook) a
+    connection each and dropped it after ("connection pool is full"). A timeout is never
+    retried by the client: a search that timed out would cost the engine the same again, and
+    a bulk write that timed out is retried by its task, with backoff.
+    """
     return OpenSearch(
         hosts=[settings.opensearch_url],
         timeout=30,
         max_retries=2,
-        retry_on_timeout=True,
+        retry_on_timeout=False,
+        pool_maxsize=settings.opensearch_pool_size,
         http_compress=False,
         **client_options(settings),
     )
@@ -60,14 +76,18 @@ def build_client(settings: Settings) -> OpenSearch:
 def classify(exc: BaseException) -> ErrorKind | None:
     """The kind of an opensearch-py exception (``None``: not opensearch-py's).
 
-    Connection trouble, timeouts, 429 and genuine 5xx are transient; a request the engine
-    refuses — a 4xx, or a 5xx whose causes say so (``too_many_nested_clauses`` comes as HTTP
-    500; :func:`~indexer.adapters.opensearch_errors.client_error`) — is poison: never retried,
-    a 400 for an API caller.
+    Connection trouble, timeouts, 429 and genuine 5xx are transient; 401/403 is the sidecar
+    refused (credentials, access policy, role mapping): a configuration error, retried until
+    fixed; a request the engine refuses — another 4xx, or a 5xx whose causes say so
+    (``too_many_nested_clauses`` comes as HTTP 500;
+    :func:`~indexer.adapters.opensearch_errors.client_error`) — is poison: never retried, a
+    400 for an API caller.
     """
     if isinstance(exc, OSConnectionError | ConnectionTimeout):
         return ErrorKind.TRANSIENT
     if isinstance(exc, TransportError):
+        if exc.status_code in REFUSED_STATUSES:
+            return ErrorKind.CONFIG
         if client_error(exc) is not None:
             return ErrorKind.POISON
         status = exc.status_code if isinstance(exc.status_code, int) else 0
@@ -78,7 +98,34 @@ def classify(exc: BaseException) -> ErrorKind | None:
 
 
 def is_transient(exc: BaseException) -> bool:
+    """Worth retrying later: an outage, or a 401/403 an operator will fix (for an API caller
+    both are the engine unavailable, a 503 — never the query's fault)."""
+    return classify(exc) in (ErrorKind.TRANSIENT, ErrorKind.CONFIG)
+
+
+def _outage(exc: BaseException) -> bool:
+    """Transient, not a refusal: admin calls let a 401/403 through as opensearch-py's own
+    exception (a command prints it; classify() still calls it CONFIG); :meth:`apply` and
+    :meth:`ping` word it for an operator."""
     return classify(exc) is ErrorKind.TRANSIENT
+
+
+class SearchBudgetExceeded(PoisonError):
+    """A search took longer than its time budget: the engine stopped it (partial results are
+    not served) — the request is too costly, not the engine down."""
+
+    def __init__(self, budget_ms: int) -> None:
+        super().__init__(
+            f"the search took longer than its budget of {budget_ms} ms "
+            "(SIDECAR_SEARCH_TIMEOUT_MS): narrow the query (fewer prefixes or words, a date "
+            "range, a sender)"
+        )
+        self.budget_ms = budget_ms
+
+
+def _cancelled(exc: BaseException) -> bool:
+    """OpenSearch cancelled the search task after ``cancel_after_time_interval``."""
+    return isinstance(exc, TransportError) and "task_cancelled" in str(exc.info)
 
 
 class OpenSearchIndex:
@@ -154,7 +201,7 @@ class OpenSearchIndex:
         try:
             return method(**kwargs)
         except Exception as exc:
-            if is_transient(exc):
+            if _outage(exc):
                 raise TransientError(f"opensearch: {exc}") from exc
             raise
 
@@ -165,7 +212,7 @@ class OpenSearchIndex:
         except NotFoundError:
             found = {}
         except Exception as exc:
-            if is_transient(exc):
+            if _outage(exc):
                 raise TransientError(f"opensearch: {exc}") from exc
             raise
         return {
@@ -198,26 +245,56 @@ class OpenSearchIndex:
         """Delete an index of the family; an absent one is no error."""
         self._call(self.client.indices.delete, index=name, ignore=[404])
 
-    def search(self, mailbox_id: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+    def search(
+        self, mailbox_id: str, body: dict[str, Any], *, budget_ms: int | None = None
+    ) -> list[dict[str, Any]]:
         """The hits of one mailbox-routed search of the read alias (none when no index exists
         yet). A request the engine refuses raises :class:`PoisonError` with the reason (the
-        API's 400); an engine failure :class:`TransientError` (its 503)."""
+        API's 400); an engine failure :class:`TransientError` (its 503).
+
+        ``budget_ms``: the engine stops collecting after it (``timeout``) and cancels the
+        search task soon after (``cancel_after_time_interval``); the client waits a little
+        longer, once. A search that used up its budget is :class:`SearchBudgetExceeded`: the
+        query is too costly for this mailbox, and retrying it would cost the same again.
+        """
+        params: dict[str, Any] = {}
+        if budget_ms is not None:
+            body = {**body, "timeout": f"{budget_ms}ms"}
+            params = {
+                "cancel_after_time_interval": f"{budget_ms * 2}ms",
+                "request_timeout": budget_ms * 3 / 1000 + 1,
+            }
         try:
-            result = self.client.search(index=self.alias, body=body, routing=mailbox_id)
+            result = self.client.search(index=self.alias, body=body, routing=mailbox_id, **params)
         except NotFoundError:
             return []
+        except ConnectionTimeout as exc:
+            if budget_ms is not None:
+                raise SearchBudgetExceeded(budget_ms) from exc
+            raise TransientError(f"opensearch: {exc}") from exc
         except Exception as exc:
             refused = client_error(exc)
             if refused:
                 raise PoisonError(refused) from exc
+            if _cancelled(exc) and budget_ms is not None:
+                raise SearchBudgetExceeded(budget_ms) from exc
             if is_transient(exc):
                 raise TransientError(f"opensearch: {exc}") from exc
             raise
+        if budget_ms is not None and result.get("timed_out"):
+            raise SearchBudgetExceeded(budget_ms)
         return list(result["hits"]["hits"])
 
     def ping(self) -> None:
-        """Readiness probe: the cluster answers (errors classified like every call)."""
-        self._call(self.client.info)
+        """Readiness probe: the cluster answers (errors classified like every call; a 401/403
+        is a :class:`ConfigurationError` saying what to check, for ``/readyz``)."""
+        try:
+            self._call(self.client.info)
+        except Exception as exc:
+            refused = refusal(exc)
+            if refused is None:
+                raise
+            raise refused from exc
 
     def scan_mailbox(self, mailbox_id: str, fields: Sequence[str]) -> Iterator[dict[str, Any]]:
         """``_source`` (these fields) of every document of a mailbox, in any order.
@@ -231,7 +308,7 @@ class OpenSearchIndex:
         except NotFoundError:
             return
         except Exception as exc:
-            if is_transient(exc):
+            if _outage(exc):
                 raise TransientError(f"opensearch scan: {exc}") from exc
             raise
 
@@ -298,11 +375,23 @@ class OpenSearchIndex:
     def apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
         """Index or delete each message's document; returns poison rejections by message.
 
-        Raises :class:`TransientError` if any item failed for a reason worth retrying.
+        Raises :class:`TransientError` if any item failed for a reason worth retrying, and
+        :class:`ConfigurationError` if OpenSearch refused the sidecar (401/403) anywhere in
+        the batch — targets, template, bulk call or item: no message of it is poison then.
         """
+        try:
+            return self._apply(docs)
+        except Exception as exc:
+            refused = refusal(exc)
+            if refused is None:
+                raise
+            raise refused from exc
+
+    def _apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
         by_id = {point_id(ref): ref for ref in docs}
         poison: dict[MessageRef, str] = {}
         transient: list[str] = []
+        refused: list[tuple[int, str]] = []
         for index in self.write_targets() or [self.ensure()]:
             try:
                 results = helpers.streaming_bulk(
@@ -317,12 +406,14 @@ class OpenSearchIndex:
                     yield_ok=True,
                 )
                 for ok, item in results:
-                    self._outcome(ok, item, by_id, poison, transient)
+                    self._outcome(ok, item, by_id, poison, transient, refused)
             except Exception as exc:
-                if is_transient(exc):
+                if _outage(exc):
                     BULK_ERRORS.labels("connection").inc()
                     raise TransientError(f"opensearch bulk: {exc}") from exc
                 raise
+        if refused:  # the whole batch waits: these items are not poison either
+            raise ConfigurationError("opensearch", refused_message(*refused[0]))
         if transient:
             raise TransientError(f"opensearch: {len(transient)} item(s) failed: {transient[0]}")
         return poison
@@ -334,6 +425,7 @@ class OpenSearchIndex:
         by_id: Mapping[str, MessageRef],
         poison: dict[MessageRef, str],
         transient: list[str],
+        refused: list[tuple[int, str]],
     ) -> None:
         ((op, result),) = item.items()
         status = int(result.get("status", 0))
@@ -341,7 +433,9 @@ class OpenSearchIndex:
             return
         reason = json.dumps(result.get("error", result.get("exception", "")))[:500]
         BULK_ERRORS.labels(bulk_error_class(status)).inc()
-        if status == 429 or status >= 500 or status == 0:
+        if status in REFUSED_STATUSES:
+            refused.append((status, reason))
+        elif status == 429 or status >= 500 or status == 0:
             transient.append(f"{status} {reason}")
         elif result.get("_id") in by_id:
             poison[by_id[result["_id"]]] = f"opensearch rejected ({status}): {reason}"

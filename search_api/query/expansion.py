@@ -63,7 +63,7 @@ def prefix_cost(prefix: str) -> int:
     """Clauses a prefix of this text costs: 50 for one character, 10 for two, 2 for three,
     1 from four on (an estimate of how many indexed terms share it, that errs high)."""
     last = _last_token(prefix)
-    return max(1, PREFIX_EXPANSIONS // 5 ** max(len(last) - 1, 0))
+    return max(1, PREFIX_EXPANSIONS // int(5 ** max(len(last) - 1, 0)))
 
 
 def _last_token(text: str) -> str:

@@ -44,9 +44,9 @@ def highlight_query(node: Node) -> Query:
 def highlight_spec(node: Node) -> Query:
     """Snippets for the result list, HTML-escaped by OpenSearch (``encoder: html``).
 
-    Most clauses query the ``.exact`` sub-fields, so those are highlighted beside
-    ``subject``/``clean`` (each by the clauses on it: ``require_field_match``); the API keeps,
-    per field, the variant that marks a match. The whole (short) subject comes back marked
+    Most clauses query the ``.exact`` or ``.parts`` sub-fields, so those are highlighted
+    beside ``subject``/``clean`` (each by the clauses on it: ``require_field_match``); the API
+    keeps, per field, the first variant that marks a match. The whole (short) subject comes back marked
     up; the body gives two ~150-char fragments, or its opening when only another field
     matched.
     """
@@ -63,6 +63,8 @@ def highlight_spec(node: Node) -> Query:
             "clean": {"no_match_size": 150},
             "subject.exact": {"number_of_fragments": 0},
             "clean.exact": {},
+            "subject.parts": {"number_of_fragments": 0},
+            "clean.parts": {},
         },
     }
 
