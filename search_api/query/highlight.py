@@ -45,10 +45,10 @@ def highlight_spec(node: Node) -> Query:
     """Snippets for the result list, HTML-escaped by OpenSearch (``encoder: html``).
 
     Most clauses query the ``.exact`` or ``.parts`` sub-fields, so those are highlighted
-    beside ``subject``/``clean`` (each by the clauses on it: ``require_field_match``); the API
-    keeps, per field, the first variant that marks a match. The whole (short) subject comes back marked
-    up; the body gives two ~150-char fragments, or its opening when only another field
-    matched.
+    beside ``subject``/``clean`` (each by the clauses on it: ``require_field_match``); the
+    API keeps, per field, the first variant that marks a match. The whole (short) subject
+    comes back marked up; the body gives two ~150-char fragments, or its opening when only
+    another field matched.
     """
     return {
         "encoder": "html",

@@ -1,0 +1,58 @@
+"""The search service's own rules that need no engine (issue 23 part 3): a malformed hot row
+is rendered without its bad field, and hybrid refuses an over-limit query before embedding."""
+
+from __future__ import annotations
+
+import pytest
+
+from indexer.metrics import MALFORMED_FIELDS
+from indexer.settings import Settings
+from search_api import service
+from search_api.backends import Backends
+from search_api.limits import ExpensiveGate, TooManyExpensive, is_expensive
+from search_api.query import QueryError, parse
+
+ROW = {"message_id": "<m@x>", "subject": "s", "ts": 1700000000, "size_bytes": "x",
+       "attachment_count": None, "clean_fallback": 0}
+
+
+def test_a_malformed_number_is_shown_as_null_and_counted() -> None:
+    before = MALFORMED_FIELDS.labels(field="size_bytes")._value.get()
+    hit = service.render(service.Candidate("k", "t", 1, 1.0), ROW, "fulltext")
+    assert hit["size_bytes"] is None and hit["ts"] == 1700000000
+    assert MALFORMED_FIELDS.labels(field="size_bytes")._value.get() == before + 1
+
+
+class NoEmbedding(Backends):
+    """The API's own Backends, whose query encoder must not be reached."""
+
+    def embed_query(self, text: str) -> list[float]:
+        raise AssertionError(f"embedded {text!r} before the query was checked")
+
+
+def test_hybrid_refuses_an_over_limit_query_before_embedding_it() -> None:
+    backends = NoEmbedding(Settings())
+    hostile = parse(" OR ".join(f"to:{chr(97 + i % 26)}*" for i in range(64)))
+    try:
+        with pytest.raises(QueryError, match="at most"):
+            service.hybrid(backends, "mbox", hostile)
+    finally:
+        backends.close()
+
+
+def test_only_costly_queries_are_expensive() -> None:
+    assert not is_expensive(parse("budget review from:alice"))
+    assert is_expensive(parse(" OR ".join(f"to:{c}bc*" for c in "abcdefghijklmnop")))
+
+
+def test_a_caller_runs_at_most_its_share_of_expensive_searches() -> None:
+    gate = ExpensiveGate(1)
+    with gate.admit("a", True):
+        with pytest.raises(TooManyExpensive), gate.admit("a", True):
+            pass
+        with gate.admit("b", True), gate.admit("a", False):  # others, cheap ones: admitted
+            pass
+    with gate.admit("a", True):  # released
+        pass
+
+
