@@ -1,5 +1,6 @@
-"""Redis, the Celery broker and the dead-letter store's home: one client per process, the
-classification of its errors, and the queue gauges read from it at scrape time."""
+"""Redis, the Celery broker: one client per process, the classification of its errors, and
+the queue gauges read from it at scrape time (with the dead-letter count, read from the
+sidecar's DynamoDB table: :mod:`indexer.adapters.dlq`)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from indexer.adapters.dlq import DeadLetterStore
+from indexer.adapters.dlq import dead_letters
 from indexer.core.errors import ErrorKind
 from indexer.settings import Settings
 
@@ -27,11 +28,6 @@ log = logging.getLogger(__name__)
 @lru_cache(maxsize=4)
 def redis_client(settings: Settings) -> redis.Redis:
     return redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
-
-
-@lru_cache(maxsize=4)
-def dead_letters(settings: Settings) -> DeadLetterStore:
-    return DeadLetterStore(redis_client(settings), settings.queue_prefix, settings.dlq_ttl_days)
 
 
 def classify(exc: BaseException) -> ErrorKind | None:
@@ -100,8 +96,9 @@ def _task_id(raw: bytes) -> str | None:
 
 
 class QueueCollector(Collector):
-    """Celery queue depths (ready tasks per queue, unacked in flight) and dead letters, read
-    from Redis at scrape time; a Redis outage yields ``sidecar_redis_up 0``, never an error."""
+    """Celery queue depths (ready tasks per queue, unacked in flight), read from Redis at
+    scrape time, and the dead-letter count (DynamoDB); a Redis outage yields
+    ``sidecar_redis_up 0``, never an error."""
 
     def __init__(self, settings: Settings) -> None:
         self._settings = settings
@@ -115,11 +112,11 @@ class QueueCollector(Collector):
                 pipe.llen(queue)
             pipe.hlen("unacked")
             *depths, unacked = pipe.execute()
-            dead = dead_letters(self._settings).count()
         except Exception as exc:  # a scrape must never fail on Redis trouble
             log.warning("metrics: redis unavailable: %s", exc)
             up.add_metric([], 0)
             yield up
+            yield from _dead_letter_gauge(self._settings)  # not in Redis: still counted
             return
         up.add_metric([], 1)
         depth = GaugeMetricFamily(
@@ -133,9 +130,25 @@ class QueueCollector(Collector):
             "Tasks delivered to a worker and not yet acknowledged (all queues of the broker).",
             value=int(unacked),
         )
-        yield GaugeMetricFamily(
-            "sidecar_dlq_entries", "Entries in the dead-letter store.", value=dead
-        )
+        yield from _dead_letter_gauge(self._settings)
+
+
+DLQ_GAUGE_CAP = 10_000  # entries a scrape counts at most (a COUNT is billed per item read)
+
+
+def _dead_letter_gauge(settings: Settings) -> Iterator[GaugeMetricFamily]:
+    """``sidecar_dlq_entries`` from the sidecar's table; absent (logged) when DynamoDB does
+    not answer, so a DynamoDB outage never reads as a Redis one."""
+    try:
+        dead = dead_letters(settings).count(cap=DLQ_GAUGE_CAP)
+    except Exception as exc:  # a scrape must never fail on DynamoDB trouble
+        log.warning("metrics: dead-letter count unavailable: %s", exc)
+        return
+    yield GaugeMetricFamily(
+        "sidecar_dlq_entries",
+        f"Entries in the dead-letter store (counted up to {DLQ_GAUGE_CAP}).",
+        value=dead,
+    )
 
 
 def queue_registry(settings: Settings) -> CollectorRegistry:

@@ -1,24 +1,46 @@
-"""Dead-letter store in Redis (AOF-persisted by ``sidecar stack up``).
+"""Dead-letter store in the sidecar's own DynamoDB table (beside the checkpoints and leases).
+
+Not in Redis: ElastiCache's default ``maxmemory-policy`` (``volatile-lru``) evicts keys with an
+expiry first, and dead letters were exactly those keys. A table item is not evicted.
 
 One entry per record or message that can never succeed as is, holding only what redrive
-needs: the record's keys, event name and sequence number (``indexer.core.dead_letters``) or
-the message ref, the stage that failed, the reason, the source and the time — never images,
-bodies or participant addresses. Each entry is its own key with an expiry
-(``SIDECAR_DLQ_TTL_DAYS``); a sorted set keeps their order and is pruned as entries expire.
+needs: the record's keys, event name and sequence number (``indexer.core.dead_letters``,
+applied here once more to every decode entry, so no caller can store an image) or the message
+ref, the stage that failed, the reason, the source and the time — never images, bodies or
+participant addresses. Layout:
+
+- ``PK=DLQ#<queue prefix>``: one partition per store (deployments sharing the table apart).
+- ``SK=<id>``: 32 hex characters, like the uuid4 ids of before, but the first 16 are the
+  microseconds of the entry's time — so a Query returns entries oldest first, and an entry is
+  read or deleted by its id alone (``GetItem`` / ``DeleteItem``, no index).
+- ``entry``: the :class:`DeadLetter`'s JSON, as redrive and ``sidecar dlq show`` read it.
+- ``ttl`` (:data:`indexer.adapters.tables.TTL_ATTRIBUTE`): epoch seconds of time +
+  ``SIDECAR_DLQ_TTL_DAYS``; the table's TTL attribute (``sidecar init`` enables it). DynamoDB
+  deletes expired items in the background, typically within days of the expiry, so every read
+  here filters out entries whose ``ttl`` has passed.
 """
 
 from __future__ import annotations
 
 import json
+import secrets
 import time
-import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import asdict, dataclass
-from typing import Any, cast
+from functools import lru_cache
+from itertools import islice
+from typing import Any
 
-import redis
+from botocore.exceptions import BotoCoreError, ClientError
+
+from indexer.adapters import aws
+from indexer.adapters.dynamo_io import classify_error, error_code, items, pages
+from indexer.adapters.tables import TTL_ATTRIBUTE
+from indexer.core.dead_letters import trigger_of
+from indexer.settings import Settings
 
 DAY_S = 86_400
+PAGE = 500  # items per Query page: a page stays well under DynamoDB's 1 MB
 
 
 @dataclass(frozen=True, slots=True)
@@ -36,12 +58,42 @@ class DeadLetter:
         return json.dumps(asdict(self), ensure_ascii=True)
 
 
+def new_id(now: float) -> str:
+    """Time-ordered id: 16 hex digits of epoch microseconds, then 16 random hex digits."""
+    return f"{int(now * 1_000_000):016x}{secrets.token_hex(8)}"
+
+
 class DeadLetterStore:
-    def __init__(self, client: redis.Redis, prefix: str, ttl_days: int = 30) -> None:
-        self._redis = client
-        self._entry = f"{prefix}:dlq:entry:"
-        self._order = f"{prefix}:dlq:order"
+    """The dead letters of one queue prefix in the sidecar's table ``table``."""
+
+    def __init__(
+        self,
+        client: Any,
+        table: str,
+        prefix: str,
+        ttl_days: int = 30,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._client = client
+        self._table = table
+        self._pk = {"S": f"DLQ#{prefix}"}
         self._ttl_s = ttl_days * DAY_S
+        self._clock = clock
+
+    def _call(self, operation: str, **kwargs: Any) -> dict[str, Any]:
+        """One DynamoDB call, its errors classified (throttling is transient)."""
+        try:
+            response: dict[str, Any] = getattr(self._client, operation)(
+                TableName=self._table, **kwargs
+            )
+        except (ClientError, BotoCoreError) as exc:
+            if error_code(exc) == "ConditionalCheckFailedException":
+                raise
+            raise classify_error(exc) from exc
+        return response
+
+    def _key(self, entry_id: str) -> dict[str, Any]:
+        return {"PK": self._pk, "SK": {"S": entry_id}}
 
     def add(
         self,
@@ -52,43 +104,80 @@ class DeadLetterStore:
         mailbox_id: str | None = None,
         source: str | None = None,
     ) -> DeadLetter:
-        entry = DeadLetter(
-            uuid.uuid4().hex, time.time(), stage, reason[:2000], mailbox_id, payload, source
+        now = self._clock()
+        if stage == "decode":  # only the trigger, whatever a caller passes (a Lambda record)
+            payload = trigger_of(payload)
+        entry = DeadLetter(new_id(now), now, stage, reason[:2000], mailbox_id, payload, source)
+        self._call(
+            "put_item",
+            Item={
+                **self._key(entry.id),
+                "entry": {"S": entry.to_json()},
+                TTL_ATTRIBUTE: {"N": str(int(now + self._ttl_s))},
+            },
+            ConditionExpression="attribute_not_exists(PK)",  # never overwrite an entry
         )
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.set(self._entry + entry.id, entry.to_json(), ex=self._ttl_s)
-        pipe.zadd(self._order, {entry.id: entry.time})
-        pipe.zremrangebyscore(self._order, "-inf", entry.time - self._ttl_s)
-        pipe.execute()
         return entry
 
+    def _live(self, item: dict[str, Any], now: float) -> DeadLetter | None:
+        """The entry of an item, or None once its ``ttl`` passed (DynamoDB deletes late)."""
+        if float(item.get(TTL_ATTRIBUTE, {}).get("N", "inf")) <= now:
+            return None
+        return DeadLetter(**json.loads(item["entry"]["S"]))
+
     def get(self, entry_id: str) -> DeadLetter | None:
-        raw = self._redis.get(self._entry + entry_id)
-        return DeadLetter(**json.loads(cast(bytes, raw))) if raw else None
+        if not entry_id:
+            return None  # an empty key is a ValidationException, not a miss
+        found = self._call("get_item", Key=self._key(entry_id), ConsistentRead=True)
+        return self._live(found["Item"], self._clock()) if "Item" in found else None
 
-    def _prune(self) -> None:
-        self._redis.zremrangebyscore(self._order, "-inf", time.time() - self._ttl_s)
-
-    def list(self, limit: int | None = None) -> list[DeadLetter]:
-        self._prune()
-        last = -1 if limit is None else limit - 1
-        ids = cast(list[bytes], self._redis.zrange(self._order, 0, last))
-        raws = self._redis.mget([self._entry + i.decode() for i in ids]) if ids else []
-        return [DeadLetter(**json.loads(r)) for r in cast(list[bytes | None], raws) if r]
+    def _query(self, **kwargs: Any) -> dict[str, Any]:
+        """Query arguments for this store's live entries, oldest first."""
+        return {
+            "TableName": self._table,
+            "KeyConditionExpression": "PK = :pk",
+            "FilterExpression": "#ttl > :now",
+            "ExpressionAttributeNames": {"#ttl": TTL_ATTRIBUTE},
+            "ExpressionAttributeValues": {":pk": self._pk, ":now": {"N": str(int(self._clock()))}},
+            "Limit": PAGE,
+            **kwargs,
+        }
 
     def __iter__(self) -> Iterator[DeadLetter]:
-        return iter(self.list())
+        """Live entries, oldest first, read page by page (boto3's paginator)."""
+        now = self._clock()
+        for item in items(self._client, "query", **self._query(ConsistentRead=True)):
+            entry = self._live(item, now)
+            if entry is not None:
+                yield entry
 
-    def count(self) -> int:
-        self._prune()
-        return int(self._redis.zcard(self._order))
+    def list(self, limit: int | None = None) -> list[DeadLetter]:
+        return list(islice(self, limit))
+
+    def count(self, cap: int | None = None) -> int:
+        """Live entries (an eventually consistent ``Select=COUNT``); with ``cap`` the count
+        stops once it reaches it, so a scrape of a huge store reads a bounded number of items
+        (DynamoDB bills a COUNT for every item it reads)."""
+        total = 0
+        for page in pages(self._client, "query", **self._query(Select="COUNT")):
+            total += int(page.get("Count", 0))
+            if cap is not None and total >= cap:
+                return cap
+        return total
 
     def remove(self, entry_id: str) -> bool:
-        pipe = self._redis.pipeline(transaction=True)
-        pipe.delete(self._entry + entry_id)
-        pipe.zrem(self._order, entry_id)
-        removed, _ = pipe.execute()
-        return bool(removed)
+        """Delete an entry; False when it was not there (removed by another redrive)."""
+        if not entry_id:
+            return False
+        try:
+            self._call(
+                "delete_item", Key=self._key(entry_id), ConditionExpression="attribute_exists(PK)"
+            )
+        except ClientError as exc:
+            if error_code(exc) != "ConditionalCheckFailedException":
+                raise
+            return False
+        return True
 
     def remove_mailbox(self, mailbox_id: str) -> int:
         """Remove every entry naming a mailbox: by its ``mailbox_id``, or — for undecodable
@@ -104,9 +193,22 @@ class DeadLetterStore:
         return removed
 
 
-def remove_task_results(client: redis.Redis, mailbox_id: str) -> int:
-    """Delete stored Celery task results that name a mailbox (their ``dead_lettered`` refs);
-    they would otherwise keep its message keys until they expire (24 h)."""
+@lru_cache(maxsize=4)
+def dead_letters(settings: Settings) -> DeadLetterStore:
+    """The deployment's store (one per process and settings): the sidecar's table, a
+    partition per queue prefix. Here, not in ``factories``: the broker's gauges read it too."""
+    return DeadLetterStore(
+        aws.client(settings, "dynamodb"),
+        settings.resolved_state_table,
+        settings.queue_prefix,
+        settings.dlq_ttl_days,
+    )
+
+
+def remove_task_results(client: Any, mailbox_id: str) -> int:
+    """Delete stored Celery task results (in Redis, the result backend) that name a mailbox
+    (their ``dead_lettered`` refs); they would otherwise keep its message keys until they
+    expire (24 h). Not dead letters: kept here because ``sidecar purge`` imports it here."""
     removed = 0
     for key in client.scan_iter(match="celery-task-meta-*", count=500):
         raw = client.get(key)

@@ -12,7 +12,8 @@ from functools import lru_cache
 from typing import Generic, TypeVar
 
 from indexer.adapters import aws
-from indexer.adapters.broker import dead_letters, redis_client
+from indexer.adapters.broker import redis_client
+from indexer.adapters.dlq import dead_letters
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import Embedder, build_embedder, model_info
 from indexer.adapters.opensearch import OpenSearchIndex

@@ -29,6 +29,11 @@ MAIL_HINT = (
 )
 
 
+# The sidecar table's TTL attribute (epoch seconds): only dead letters carry it
+# (``indexer.adapters.dlq``); DynamoDB deletes an item some time after it passes.
+TTL_ATTRIBUTE = "ttl"
+
+
 class MissingTableError(RuntimeError):
     """A table the command needs does not exist; ``str()`` is the one-line message."""
 
@@ -52,7 +57,8 @@ def _key_schema(prefix: str) -> list[dict[str, str]]:
 
 def state_table_spec(name: str) -> dict[str, Any]:
     """``CreateTable`` arguments of the sidecar's own table (participants, checkpoints,
-    leases, backfill marks): string PK/SK, on demand."""
+    leases, backfill marks, dead letters): string PK/SK, on demand; its TTL is turned on
+    separately (:func:`enable_ttl`: ``CreateTable`` cannot)."""
     return {
         "TableName": name,
         "BillingMode": "PAY_PER_REQUEST",
@@ -92,14 +98,36 @@ def create(client: Any, spec: dict[str, Any]) -> bool:
     return created
 
 
+def enable_ttl(client: Any, table: str, attribute: str = TTL_ATTRIBUTE) -> bool:
+    """Turn on the table's TTL on ``attribute`` unless it is on (or being turned on) already;
+    True when this call turned it on. A table whose TTL is on another attribute, or is being
+    turned off, is an error naming it: DynamoDB allows one TTL attribute per table and no
+    change while one is in progress."""
+    found = client.describe_time_to_live(TableName=table)["TimeToLiveDescription"]
+    status, current = found.get("TimeToLiveStatus"), found.get("AttributeName")
+    if status in {"ENABLED", "ENABLING"} and current == attribute:
+        return False
+    if status != "DISABLED":
+        raise RuntimeError(
+            f"table {table!r}: TTL is {status} on {current!r}; the dead letters need it on "
+            f"{attribute!r} (update it, or wait until a change in progress is done)"
+        )
+    client.update_time_to_live(
+        TableName=table, TimeToLiveSpecification={"Enabled": True, "AttributeName": attribute}
+    )
+    return True
+
+
 def init_tables(client: Any, settings: Settings, *, mail_table: bool = False) -> dict[str, bool]:
     """``sidecar init``: the sidecar's table (and with ``mail_table`` the mail table) →
-    whether each was created now."""
+    whether each was created now. The sidecar table's TTL is turned on either way, so an
+    existing table gets the dead letters' retention when ``sidecar init`` runs again."""
     done: dict[str, bool] = {}
     if mail_table:
         done[settings.table] = create(client, mail_table_spec(settings.table))
     state = settings.resolved_state_table
     done[state] = create(client, state_table_spec(state))
+    enable_ttl(client, state)
     return done
 
 

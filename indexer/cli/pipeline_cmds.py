@@ -117,7 +117,9 @@ def dlq_list(limit: Annotated[int, typer.Option()] = 50) -> None:
     """Dead letters, oldest first."""
     from indexer.pipeline import deps
 
-    store = deps.dead_letters(get_settings())
+    settings = get_settings()
+    require_tables(settings, mail=False)  # the store is the sidecar's table
+    store = deps.dead_letters(settings)
     table = Table(title=f"dead letters ({store.count()})")
     for col in ("id", "time", "stage", "mailbox", "reason"):
         table.add_column(col)
@@ -132,7 +134,9 @@ def dlq_show(entry_id: str) -> None:
     """One dead letter in full (JSON)."""
     from indexer.pipeline import deps
 
-    entry = deps.dead_letters(get_settings()).get(entry_id)
+    settings = get_settings()
+    require_tables(settings, mail=False)
+    entry = deps.dead_letters(settings).get(entry_id)
     if entry is None:
         console.print(f"[red]no dead letter {entry_id}[/red]")
         raise typer.Exit(1)
@@ -147,7 +151,9 @@ def dlq_redrive(
     """Send dead letters through the pipeline again; those that fail again come back."""
     from indexer.pipeline.redrive import redrive
 
-    summary = redrive(get_settings(), entry_ids or None, wait=wait)
+    settings = get_settings()
+    require_tables(settings)  # the store, and the mail table the resent work re-reads
+    summary = redrive(settings, entry_ids or None, wait=wait)
     print(json.dumps(summary))
 
 

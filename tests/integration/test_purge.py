@@ -52,7 +52,8 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
     key = next(iter(table_messages(ddb, settings.table, box)))
     dlq = deps.dead_letters(settings)
     dlq.add(stage="fulltext", reason="t", payload={"messages": [[box, key]]}, mailbox_id=box)
-    dlq.add(stage="decode", reason="t", payload={"Keys": {"PK": {"S": f"M#{box}#MSG#{key}"}}})
+    keys = {"PK": {"S": f"M#{box}#MSG#{key}"}, "SK": {"S": "META"}}
+    dlq.add(stage="decode", reason="t", payload={"dynamodb": {"Keys": keys}})
     kept = dlq.add(stage="vectors", reason="t", payload={}, mailbox_id=other)
     redis = deps.redis_client(settings)
     result_key = f"celery-task-meta-{uuid.uuid4()}"
