@@ -32,7 +32,7 @@ export UV_PYTHON="$PYTHON" UV_PYTHON_DOWNLOADS=never UV_LINK_MODE=${UV_LINK_MODE
 # (as on these machines) Python never writes them either, so every process compiled torch,
 # transformers and sklearn from source again: `import sentence_transformers` took 15 s instead
 # of 6.6 s, paid by every worker and CLI start. Compiling once costs ~25 s per environment.
-sync_flags="--frozen --all-packages --compile-bytecode"
+sync_flags="--frozen --all-packages --all-extras --compile-bytecode"
 stamp=$( (cat uv.lock pyproject.toml tools/pyproject.toml; echo "$sync_flags") | sha256sum | cut -c1-16)
 if [ "$(cat .venv/.lock-stamp 2>/dev/null)" != "$stamp" ]; then
   # shellcheck disable=SC2086
