@@ -55,13 +55,16 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     for name, check in checks.items():
         try:
             check()
-        except (MissingTableError, ConfigurationError) as exc:
-            # An operator's fix (which table and command; credentials refused, 401/403, and
-            # what to check): say it, so a failing probe is not mistaken for an outage.
+        except MissingTableError as exc:  # an operator's fix: say which table, which command
             failing.append(name)
             errors[name] = str(exc)
-        except Exception:
+        except Exception as exc:
             failing.append(name)
+            # Credentials refused (401/403; raised as is, or as the cause of "unavailable"):
+            # say what to check, so the probe is not read as an outage that will pass.
+            refused = exc if isinstance(exc, ConfigurationError) else exc.__cause__
+            if isinstance(refused, ConfigurationError):
+                errors[name] = f"credentials or permissions refused: {refused}"
     if failing:
         response.status_code = 503
         response.headers["Retry-After"] = "5"

@@ -7,6 +7,10 @@ query string, the headers named in ``SignedHeaders``, and the body (whose SHA-25
 from known test credentials, then forwards good requests to the real node unchanged. So a
 request the client signed differently from what it sent (a re-encoded query, a body changed
 after signing, an unsigned call) fails here as it would on AWS.
+
+:meth:`SigV4Proxy.revoke` rotates the secret the proxy expects (as when a domain's access
+policy or the IAM key is changed under a running deployment): every request then gets AWS's
+403 for a bad signature until :meth:`SigV4Proxy.restore`.
 """
 
 from __future__ import annotations
@@ -16,12 +20,16 @@ import hmac
 import http.client
 import re
 import threading
+import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 from botocore.auth import SigV4Auth
 from botocore.awsrequest import AWSRequest
 from botocore.credentials import Credentials
@@ -95,6 +103,7 @@ class SigV4Proxy:
     def __init__(self, upstream: str, expected: Expected) -> None:
         self.upstream = urlsplit(upstream)
         self.expected = expected
+        self._kept = expected
         self.tally = Tally()
         self._server = ThreadingHTTPServer(("127.0.0.1", 0), self._handler())
         self._server.daemon_threads = True
@@ -108,6 +117,17 @@ class SigV4Proxy:
     def __exit__(self, *_: object) -> None:
         self._server.shutdown()
         self._server.server_close()
+
+    def revoke(self) -> None:
+        """From now on expect another secret: the clients' signatures stop matching."""
+        with self.tally.lock:
+            self.expected = Expected(self.expected.access_key, "revoked-" + uuid.uuid4().hex,
+                                     self.expected.region, self.expected.service)
+
+    def restore(self) -> None:
+        """Expect the clients' secret again (the operator's fix)."""
+        with self.tally.lock:
+            self.expected = self._kept
 
     def _handler(self) -> type[BaseHTTPRequestHandler]:
         proxy = self
@@ -123,7 +143,9 @@ class SigV4Proxy:
                 body = self.rfile.read(length) if length else b""
                 headers = {k.lower(): v for k, v in self.headers.items()}
                 host = headers.get("host", "")
-                problem = verify(proxy.expected, self.command, self.path, headers, body, host)
+                with proxy.tally.lock:
+                    expected = proxy.expected
+                problem = verify(expected, self.command, self.path, headers, body, host)
                 with proxy.tally.lock:
                     if problem:
                         proxy.tally.rejected.append(f"{self.command} {self.path}: {problem}")
@@ -131,7 +153,12 @@ class SigV4Proxy:
                         proxy.tally.accepted += 1
                         proxy.tally.paths.add(f"{self.command} {urlsplit(self.path).path}")
                 if problem:
-                    self._reply(403, b'{"message":"' + problem.encode() + b'"}',
+                    message = problem
+                    if problem == "signature mismatch":  # in Amazon OpenSearch's words
+                        message += (": The request signature we calculated does not match the "
+                                    "signature you provided. Check your AWS Secret Access Key "
+                                    "and signing method.")
+                    self._reply(403, b'{"message":"' + message.encode() + b'"}',
                                 [("Content-Type", "application/json")])
                     return
                 self._forward(body, headers)
@@ -162,3 +189,15 @@ class SigV4Proxy:
             do_GET = do_POST = do_PUT = do_DELETE = do_HEAD = _any
 
         return Handler
+
+
+@contextmanager
+def signing_proxy(upstream: str, monkeypatch: pytest.MonkeyPatch, key: str, secret: str,
+                  region: str = "eu-west-1") -> Iterator[SigV4Proxy]:
+    """A proxy expecting ``key``/``secret``, which boto3's chain then finds (in this process
+    and in every worker it spawns)."""
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", key)
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", secret)
+    monkeypatch.delenv("AWS_SESSION_TOKEN", raising=False)
+    with SigV4Proxy(upstream, Expected(key, secret, region)) as running:
+        yield running

@@ -103,11 +103,14 @@ def is_transient(exc: BaseException) -> bool:
     return classify(exc) in (ErrorKind.TRANSIENT, ErrorKind.CONFIG)
 
 
-def _outage(exc: BaseException) -> bool:
-    """Transient, not a refusal: admin calls let a 401/403 through as opensearch-py's own
-    exception (a command prints it; classify() still calls it CONFIG); :meth:`apply` and
-    :meth:`ping` word it for an operator."""
-    return classify(exc) is ErrorKind.TRANSIENT
+def _core_error(exc: BaseException, what: str) -> Exception | None:
+    """The core's error for an opensearch-py exception: :class:`ConfigurationError` for a
+    401/403 (saying what to check), :class:`TransientError` for an outage; ``None``: let it
+    through as it is."""
+    refused = refusal(exc)
+    if refused is not None:
+        return refused
+    return TransientError(f"{what}: {exc}") if classify(exc) is ErrorKind.TRANSIENT else None
 
 
 class SearchBudgetExceeded(PoisonError):
@@ -174,6 +177,9 @@ class OpenSearchIndex:
             try:
                 self.client.indices.create(index=name)
             except TransportError as exc:
+                refused = refusal(exc)
+                if refused is not None:
+                    raise refused from exc
                 if "resource_already_exists" not in str(exc.error):
                     raise
         return name
@@ -201,8 +207,9 @@ class OpenSearchIndex:
         try:
             return method(**kwargs)
         except Exception as exc:
-            if _outage(exc):
-                raise TransientError(f"opensearch: {exc}") from exc
+            core = _core_error(exc, "opensearch")
+            if core is not None:
+                raise core from exc
             raise
 
     def aliases(self) -> dict[str, list[str]]:
@@ -212,8 +219,9 @@ class OpenSearchIndex:
         except NotFoundError:
             found = {}
         except Exception as exc:
-            if _outage(exc):
-                raise TransientError(f"opensearch: {exc}") from exc
+            core = _core_error(exc, "opensearch")
+            if core is not None:
+                raise core from exc
             raise
         return {
             name: sorted(i for i, v in found.items() if name in v.get("aliases", {}))
@@ -288,13 +296,7 @@ class OpenSearchIndex:
     def ping(self) -> None:
         """Readiness probe: the cluster answers (errors classified like every call; a 401/403
         is a :class:`ConfigurationError` saying what to check, for ``/readyz``)."""
-        try:
-            self._call(self.client.info)
-        except Exception as exc:
-            refused = refusal(exc)
-            if refused is None:
-                raise
-            raise refused from exc
+        self._call(self.client.info)
 
     def scan_mailbox(self, mailbox_id: str, fields: Sequence[str]) -> Iterator[dict[str, Any]]:
         """``_source`` (these fields) of every document of a mailbox, in any order.
@@ -308,8 +310,9 @@ class OpenSearchIndex:
         except NotFoundError:
             return
         except Exception as exc:
-            if _outage(exc):
-                raise TransientError(f"opensearch scan: {exc}") from exc
+            core = _core_error(exc, "opensearch scan")
+            if core is not None:
+                raise core from exc
             raise
 
     def sources(self, refs: Iterable[MessageRef], fields: Sequence[str]) -> dict[MessageRef, Any]:
@@ -379,15 +382,6 @@ class OpenSearchIndex:
         :class:`ConfigurationError` if OpenSearch refused the sidecar (401/403) anywhere in
         the batch — targets, template, bulk call or item: no message of it is poison then.
         """
-        try:
-            return self._apply(docs)
-        except Exception as exc:
-            refused = refusal(exc)
-            if refused is None:
-                raise
-            raise refused from exc
-
-    def _apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
         by_id = {point_id(ref): ref for ref in docs}
         poison: dict[MessageRef, str] = {}
         transient: list[str] = []
@@ -408,9 +402,12 @@ class OpenSearchIndex:
                 for ok, item in results:
                     self._outcome(ok, item, by_id, poison, transient, refused)
             except Exception as exc:
-                if _outage(exc):
+                core = _core_error(exc, "opensearch bulk")
+                if isinstance(core, ConfigurationError):
+                    raise core from exc
+                if core is not None:
                     BULK_ERRORS.labels("connection").inc()
-                    raise TransientError(f"opensearch bulk: {exc}") from exc
+                    raise core from exc
                 raise
         if refused:  # the whole batch waits: these items are not poison either
             raise ConfigurationError("opensearch", refused_message(*refused[0]))

@@ -4,6 +4,11 @@ OpenSearch answers some client errors with a 5xx — ``too_many_nested_clauses``
 500 — so the status alone cannot say "retry later". :func:`client_error` looks at the error
 types of the body (root causes, causes, shard failures): a refused request is a 400 for the
 API and never a transient error for the pipeline.
+
+401 and 403 are different: OpenSearch refused the *sidecar* (a wrong SigV4 secret, a missing
+domain access policy or fine-grained role mapping, a read-only block), not the request, so
+:func:`refusal` makes them a :class:`~indexer.core.errors.ConfigurationError` — every message
+would fail alike until an operator fixes it, then all succeed: stall, never dead-letter.
 """
 
 from __future__ import annotations
@@ -12,6 +17,10 @@ from typing import Any
 
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
+
+from indexer.core.errors import ConfigurationError
+
+REFUSED_STATUSES = frozenset({401, 403})  # the sidecar refused, not the request
 
 # Error types OpenSearch may answer with any status (``too_many_nested_clauses`` comes as
 # HTTP 500) that are about the request, never the engine's health: retrying cannot help.
@@ -52,8 +61,45 @@ def client_error(exc: Exception) -> str | None:
     ):
         return None
     status = exc.status_code if isinstance(exc.status_code, int) else 0
+    if status in REFUSED_STATUSES:
+        return None  # the sidecar's credentials, not the query: see refusal()
     types = set(_error_types(exc.info))
     if (400 <= status < 500 and status != 429) or types & CLIENT_ERROR_TYPES:
         named = sorted(types & CLIENT_ERROR_TYPES) or [str(exc.error)]
         return f"the search engine refused the query ({', '.join(named)})"
     return None
+
+
+def refused_message(status: int, detail: str) -> str:
+    """What an operator reads (log, ``/readyz``) when OpenSearch answers 401/403."""
+    detail = " ".join(detail.split())[:300]
+    if "cluster_block_exception" in detail:
+        what = "OpenSearch refused writes (403 cluster_block_exception): the index is blocked "
+        fix = "(read-only after the disk flood stage?): free disk and clear index.blocks"
+    elif status == 401:
+        what = "OpenSearch refused the sidecar's credentials (401): "
+        fix = "check SIDECAR_OPENSEARCH_AUTH and its credentials (SigV4 keys, user/password)"
+    else:
+        what = f"OpenSearch refused the sidecar's credentials ({status}): "
+        fix = "check the domain access policy / role mapping and the SigV4 credentials"
+    return f"{what}{fix} [{detail}]" if detail else what + fix
+
+
+def refusal(exc: BaseException) -> ConfigurationError | None:
+    """The configuration error an opensearch-py 401/403 means; ``None`` for anything else."""
+    if not isinstance(exc, TransportError) or isinstance(exc, OSConnectionError):
+        return None
+    if exc.status_code not in REFUSED_STATUSES:
+        return None
+    return ConfigurationError("opensearch", refused_message(int(exc.status_code), _detail(exc)))
+
+
+def _detail(exc: TransportError) -> str:
+    """The engine's own words: an Amazon 403's ``message``, a security plugin's reason."""
+    info = exc.info
+    if isinstance(info, dict):
+        error = info.get("error")
+        if isinstance(error, dict):
+            return f"{error.get('type', '')}: {error.get('reason', '')}"
+        return str(info.get("message") or error or info)
+    return str(exc.error)

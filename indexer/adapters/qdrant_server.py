@@ -2,8 +2,9 @@
 
 This is the one place that classifies Qdrant server errors: a refused connection, a timeout,
 429 or 5xx is transient (retry); 400/422 (the request can never succeed as sent) is poison
-(dead letter); 401/403 is a configuration error with a one-line message naming the setting;
-anything else is unexpected and passes through.
+(dead letter); 401/403 is a configuration error with a one-line message naming the setting
+(:class:`QdrantAuthError`, a :class:`~indexer.core.errors.ConfigurationError`: the tasks wait
+for the fix, never dead-letter); anything else is unexpected and passes through.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import grpc
 from qdrant_client import QdrantClient, models
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from indexer.core.errors import ErrorKind, PoisonError, TransientError
+from indexer.core.errors import ConfigurationError, ErrorKind, PoisonError, TransientError
 from indexer.core.vectors import (
     Condition,
     Filter,
@@ -33,8 +34,12 @@ _POISON_GRPC = {"INVALID_ARGUMENT", "FAILED_PRECONDITION", "OUT_OF_RANGE"}
 _AUTH_GRPC = {"UNAUTHENTICATED", "PERMISSION_DENIED"}
 
 
-class QdrantAuthError(RuntimeError):
-    """The server refused our credentials: nothing will work until the settings change."""
+class QdrantAuthError(ConfigurationError):
+    """The server refused our credentials: nothing will work until the settings change (and
+    then everything will: the tasks retry it without a deadline)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__("qdrant", reason)
 
 
 def classify(exc: BaseException) -> Kind:
@@ -59,13 +64,13 @@ def classify(exc: BaseException) -> Kind:
 
 def error_kind(exc: BaseException) -> ErrorKind | None:
     """:func:`classify` in the shared kinds (``None``: not a Qdrant client error); refused
-    credentials are unexpected there: no retry fixes them."""
+    credentials are a configuration error: retried until an operator fixes the key."""
     if not isinstance(exc, ResponseHandlingException | UnexpectedResponse | grpc.RpcError):
         return None
     kind = classify(exc)
-    if kind == "transient":
-        return ErrorKind.TRANSIENT
-    return ErrorKind.POISON if kind == "poison" else ErrorKind.UNEXPECTED
+    shared = {"transient": ErrorKind.TRANSIENT, "poison": ErrorKind.POISON,
+              "auth": ErrorKind.CONFIG}
+    return shared.get(kind, ErrorKind.UNEXPECTED)
 
 
 def _condition(c: Condition) -> models.FieldCondition:

@@ -7,6 +7,15 @@ first failed: an OpenSearch restart must not turn healthy mail into dead letters
 unexpected is retried ``max_retries`` times. After that, or at once for poison, each message
 goes to the dead-letter store with its reason, so one bad message never blocks the queue and
 nothing is silently dropped.
+
+A configuration error (an engine refused the sidecar's credentials: 401/403) is retried with
+the same backoff but no deadline, and never dead-lettered: every message of a misconfigured
+rollout would fail alike, and dead-lettering them would let the stream reader checkpoint past
+them. Each attempt logs what to fix and counts ``sidecar_config_errors_total``;
+``sidecar_stalled`` is 1 until a batch of that stage succeeds again.
+
+Celery's own retry limit is off (``max_retries=None``): these rules bound the retries, not a
+count of 3 that would end a long outage as a failed task (neither applied nor dead-lettered).
 """
 
 from __future__ import annotations
@@ -15,17 +24,17 @@ import logging
 import random
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import Any, NoReturn
 
 from celery import Task
 from celery.exceptions import Ignore
 
 from indexer.adapters.errors import classify
-from indexer.core.errors import ErrorKind
+from indexer.core.errors import ConfigurationError, ErrorKind
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.retry import backoff_seconds
 from indexer.logs import celery_json_logs
-from indexer.metrics import MESSAGES
+from indexer.metrics import CONFIG_ERRORS, MESSAGES, STALLED
 from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
 from indexer.pipeline.deployment import (
@@ -43,6 +52,7 @@ log = logging.getLogger(__name__)
 celery_json_logs()
 
 FIRST_FAILURE = "first_failure"  # payload key: when this batch first failed (epoch seconds)
+ENGINE_OF = {"fulltext": "opensearch", "vectors": "qdrant"}  # the sink each stage writes
 
 
 def _refs(payload: dict[str, Any]) -> list[MessageRef]:
@@ -113,9 +123,12 @@ def _run(
     started = time.perf_counter()
     try:
         outcome = work()
+        STALLED.labels(ENGINE_OF.get(stage, stage)).set(0)  # its engine accepts us (again)
         return _finish(stage, outcome, refs, payload, time.perf_counter() - started)
     except Exception as exc:
         kind = classify(exc)
+        if kind is ErrorKind.CONFIG:
+            _stall(task, stage, payload, exc)
         transient = kind is ErrorKind.TRANSIENT
         first_failure = float(payload.get(FIRST_FAILURE) or time.time())
         if kind is not ErrorKind.POISON and (
@@ -134,7 +147,30 @@ def _run(
         return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
 
 
-@app.task(bind=True, name="sidecar.fulltext", acks_late=True, reject_on_worker_lost=True)
+def _stall(task: Task, stage: str, payload: dict[str, Any], exc: Exception) -> NoReturn:
+    """Retry a batch an engine refused the sidecar for, with backoff and no deadline.
+
+    The transient budget's clock is dropped: time spent waiting for an operator is not an
+    outage, and a real outage after the fix gets its full budget.
+    """
+    settings = get_settings()
+    component = (
+        exc.component if isinstance(exc, ConfigurationError) else ENGINE_OF.get(stage, stage)
+    )
+    delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
+    CONFIG_ERRORS.labels(component).inc()
+    STALLED.labels(component).set(1)
+    MESSAGES.labels(stage, "retried").inc(len(_refs(payload)))
+    log.error(
+        "%s batch stalled, not dead-lettered (attempt %d, retry in %.1fs): %s",
+        stage, task.request.retries + 1, delay, exc,
+    )
+    again = {k: v for k, v in payload.items() if k != FIRST_FAILURE}
+    raise task.retry(args=(again,), exc=exc, countdown=delay) from exc
+
+
+@app.task(bind=True, name="sidecar.fulltext", acks_late=True, reject_on_worker_lost=True,
+          max_retries=None)
 def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages (and participant items) into the full-text index."""
     settings = get_settings()
@@ -149,7 +185,8 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-@app.task(bind=True, name="sidecar.vectors", acks_late=True, reject_on_worker_lost=True)
+@app.task(bind=True, name="sidecar.vectors", acks_late=True, reject_on_worker_lost=True,
+          max_retries=None)
 def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages into the vector index (embedding only unseen text)."""
     settings = get_settings()

@@ -16,6 +16,7 @@ from fastapi.testclient import TestClient
 from opensearchpy.exceptions import AuthorizationException
 
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, build_client
+from indexer.core.errors import ConfigurationError
 from indexer.ops import reindex as ops
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
@@ -94,9 +95,11 @@ def test_a_wrong_secret_is_refused_with_a_clear_403(
 ) -> None:
     monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "not-the-secret")
     signed = _signed(settings, proxy)
-    with pytest.raises(AuthorizationException) as raised:
+    with pytest.raises(ConfigurationError) as raised:  # a 403 is the sidecar refused
         OpenSearchIndex(build_client(signed), signed.opensearch_index).ensure()
-    assert raised.value.status_code == 403 and "signature mismatch" in str(raised.value)
+    cause = raised.value.__cause__
+    assert isinstance(cause, AuthorizationException) and cause.status_code == 403
+    assert "signature mismatch" in str(raised.value) and "access policy" in str(raised.value)
     assert proxy.tally.accepted == 0 and proxy.tally.rejected
     with TestClient(create_app(signed)) as client:
         assert "opensearch" in client.get("/readyz").json()["failing"]
