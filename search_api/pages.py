@@ -8,13 +8,15 @@ and collapsed pages through a bounded candidate list by offset — see :mod:`.se
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Literal
 
 from search_api import cursor as cursors
 from search_api import service
 from search_api.backends import Backends
+from search_api.models import SearchPage
 from search_api.query import Node, sort_spec
+from search_api.weighing import mailbox_weighted
 
 Mode = Literal["fulltext", "semantic", "hybrid"]
 
@@ -34,9 +36,11 @@ class SearchRequest:
 
 def search(
     b: Backends, codec: cursors.CursorCodec, mailbox: str, req: SearchRequest
-) -> dict[str, Any]:
+) -> SearchPage:
     """The page of hits and the cursor of the next one (None on the last page)."""
     request_id = cursors.fingerprint(mailbox, req.q, req.mode, req.collapse, req.sort)
+    if req.mode != "semantic" and req.sort == "relevance":  # the mailbox's own word counts
+        req = replace(req, node=mailbox_weighted(b, mailbox, req.node))
     # search_after pages carry their sort values in the cursor: only where they hold no
     # engine score (date order), or where scores may be shown (see the score policy).
     paged_after = (
@@ -55,12 +59,12 @@ def search(
         service.highlight_page(b, mailbox, req.node, page)
     joined = service.join_rows(b, mailbox, page)
     scored = service.policy_scores(b.settings, [c for c, _ in joined], first_rank)
-    return {
+    return SearchPage.model_validate({
         "hits": [
             service.render(c, row, req.mode, s) for (c, row), s in zip(joined, scored, strict=True)
         ],
         "next_cursor": codec.encode(request_id, next_position) if next_position else None,
-    }
+    })
 
 
 def _after_page(

@@ -256,8 +256,14 @@ class OpenSearchIndex:
     def search(
         self, mailbox_id: str, body: dict[str, Any], *, budget_ms: int | None = None
     ) -> list[dict[str, Any]]:
-        """The hits of one mailbox-routed search of the read alias (none when no index exists
-        yet). A request the engine refuses raises :class:`PoisonError` with the reason (the
+        """The hits of :meth:`search_response`."""
+        return list(self.search_response(mailbox_id, body, budget_ms=budget_ms)["hits"]["hits"])
+
+    def search_response(
+        self, mailbox_id: str, body: dict[str, Any], *, budget_ms: int | None = None
+    ) -> dict[str, Any]:
+        """The answer to one mailbox-routed search of the read alias (no hits when no index
+        exists yet). A request the engine refuses raises :class:`PoisonError` with the reason (the
         API's 400); an engine failure :class:`TransientError` (its 503).
 
         ``budget_ms``: the engine stops collecting after it (``timeout``) and cancels the
@@ -275,7 +281,7 @@ class OpenSearchIndex:
         try:
             result = self.client.search(index=self.alias, body=body, routing=mailbox_id, **params)
         except NotFoundError:
-            return []
+            return {"hits": {"hits": [], "total": {"value": 0}}}
         except ConnectionTimeout as exc:
             if budget_ms is not None:
                 raise SearchBudgetExceeded(budget_ms) from exc
@@ -291,7 +297,7 @@ class OpenSearchIndex:
             raise
         if budget_ms is not None and result.get("timed_out"):
             raise SearchBudgetExceeded(budget_ms)
-        return list(result["hits"]["hits"])
+        return dict(result)
 
     def ping(self) -> None:
         """Readiness probe: the cluster answers (errors classified like every call; a 401/403

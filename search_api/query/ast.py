@@ -26,10 +26,15 @@ class QueryError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Term:
-    """A free word, matched anywhere in subject or body; ``prefix`` for ``word*``."""
+    """A free word, matched anywhere in subject or body; ``prefix`` for ``word*``.
+
+    ``weight``: how much the word counts in the ranking — its rarity *within the mailbox*,
+    set by the service from a statistics request (:mod:`.weights`); 1 until then.
+    """
 
     text: str
     prefix: bool = False
+    weight: float = 1.0
 
 
 @dataclass(frozen=True, slots=True)

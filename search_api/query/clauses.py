@@ -66,6 +66,13 @@ def any_of(clauses: list[Query]) -> Query:
 
 
 def _term_query(node: Term) -> Query:
+    query = _unweighted_term_query(node)
+    if node.weight != 1.0:
+        query["multi_match"]["boost"] = round(node.weight, 4)
+    return query
+
+
+def _unweighted_term_query(node: Term) -> Query:
     if node.prefix:
         # bool_prefix analyses the stem like the indexed text (folding included) and makes
         # only its last token a prefix, expanded to a bounded number of terms.

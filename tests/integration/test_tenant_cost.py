@@ -104,7 +104,7 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
     simple = {"q": "release", "limit": 5}
     for _ in range(5):
         timed(api, token=TOKEN_B, **simple)  # type: ignore[arg-type]
-    quiet = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(60)]  # type: ignore[arg-type]
+    quiet = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(120)]  # type: ignore[arg-type]
     stop = threading.Event()
     statuses: list[int] = []
     shapes = ["to:linux-mips* OR from:ralf* cache", HOSTILE["to-three-letters"],
@@ -124,7 +124,7 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
         t.start()
     try:
         time.sleep(0.5)
-        loaded = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(60)]  # type: ignore[arg-type]
+        loaded = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(120)]  # type: ignore[arg-type]
     finally:
         stop.set()
         for t in threads:

@@ -506,3 +506,21 @@ def test_every_relaxed_query_is_confined_and_safe(text: str) -> None:
     except QueryError:
         return
     assert_safe(build_query(node, MB, any_words="2<40%"))
+
+
+def test_words_are_weighed_by_their_rarity_in_the_mailbox() -> None:
+    """The statistics request is confined to the mailbox and names no user text as a key;
+    the rarer word weighs more in the built query."""
+    from search_api.query.weights import stats_body, weighted, weights_from
+
+    node = parse("ingenic timer -draft rel*")
+    body = stats_body(node, MB)
+    assert body is not None and body["size"] == 0
+    assert body["query"]["bool"]["filter"] == [{"term": {"mailbox_id": MB}}]
+    assert set(body["aggs"]["df"]["filters"]["filters"]) == {"w0", "w1"}  # no prefix, no -draft
+    answer = {"df": {"buckets": {"w0": {"doc_count": 3}, "w1": {"doc_count": 80}}}}
+    weights = weights_from(node, 100, answer)
+    assert weights["ingenic"] > weights["timer"] > 0
+    text = json.dumps(build_query(weighted(node, weights), MB))
+    assert f'"boost": {round(weights["ingenic"], 4)}' in text
+    assert stats_body(parse("ingenic"), MB) is None  # one word cannot change the order

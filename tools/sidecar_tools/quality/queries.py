@@ -22,6 +22,7 @@ from typing import Any
 from search_api import service
 from search_api.backends import Backends
 from search_api.query import parse
+from search_api.weighing import mailbox_weighted
 from sidecar_tools.quality.metrics import ndcg, precision, recall, reciprocal_rank
 
 KINDS = frozenset({"operator", "ranked"})
@@ -106,6 +107,8 @@ class Identities:
 
 def _ranking(backends: Backends, mailbox: str, spec: QuerySpec) -> list[service.Candidate]:
     node = parse(spec.query)
+    if spec.mode != "semantic":  # as the API weighs words (search_api.pages)
+        node = mailbox_weighted(backends, mailbox, node)
     if spec.mode == "fulltext":
         return service.fulltext(
             backends,
