@@ -44,6 +44,19 @@ class Settings(BaseSettings):
     s3_endpoint_url: str | None = Field(
         default=None, description="S3 endpoint (exports, ingest); else aws_endpoint_url."
     )
+    aws_role_arn: str | None = Field(
+        default=None,
+        pattern=r"^arn:aws[a-z-]*:iam::\d{12}:role/[A-Za-z0-9_+=,.@/-]{1,512}$",
+        description="A role to assume for every AWS call (DynamoDB, Streams, S3, OpenSearch "
+        "SigV4), e.g. the mail store's account; the default chain's credentials assume it.",
+    )
+    aws_role_external_id: SecretStr | None = Field(
+        default=None, description="The ExternalId the role's trust policy requires; secret."
+    )
+    aws_role_session_name: str = Field(
+        default="mail-search-sidecar", pattern=r"^[A-Za-z0-9_+=,.@-]{2,64}$",
+        description="RoleSessionName of the assumed role (shows in CloudTrail).",
+    )
     aws_call_log: Path | None = Field(
         default=None,
         description="Append each distinct AWS call (role, service, operation) here (IAM audit).",
@@ -129,7 +142,19 @@ class Settings(BaseSettings):
     embed_device: str = Field(
         default="cpu",
         pattern=r"^(cpu|cuda(:\d+)?|mps)$",
-        description="torch device of the encoder (cpu, cuda, cuda:N, mps).",
+        description="torch device of the encoder (cpu, cuda, cuda:N, mps); not cpu needs "
+        "SIDECAR_EMBED_RUNTIME=torch.",
+    )
+    embed_runtime: Literal["onnx", "torch"] = Field(
+        default="onnx",
+        description="The encoder: onnx = ONNX Runtime, no torch (the [vectors] extra); torch = "
+        "sentence-transformers (the [torch] extra: GPUs, bfloat16, models without an ONNX "
+        "graph). Same vectors, so no reindex.",
+    )
+    embed_onnx_dir: Path | None = Field(
+        default=None,
+        description="Where the exported ONNX graphs are (`sidecar export-onnx`); unset = "
+        "~/.cache/mail-search-sidecar/onnx (XDG_CACHE_HOME).",
     )
 
     # Exports the sidecar requests itself (`sidecar backfill --export`).

@@ -11,6 +11,11 @@
   instance metadata), refreshed by botocore as they rotate. Placeholder credentials are
   used only for a loopback endpoint (moto) when the environment names none: a real AWS
   endpoint never receives them.
+- **Cross-account**: ``SIDECAR_AWS_ROLE_ARN`` (with ``SIDECAR_AWS_ROLE_EXTERNAL_ID`` when
+  its trust policy asks for one): those credentials assume the role through STS, and
+  botocore's assume-role fetcher renews it before it expires (the same refreshable
+  credentials the SDK builds for a profile's ``role_arn``). Every client and the OpenSearch
+  signer then act as that role.
 """
 
 from __future__ import annotations
@@ -21,7 +26,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import boto3
+import botocore.session
 from botocore.config import Config
+from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 
 from indexer.adapters import aws_audit
 from indexer.settings import Settings
@@ -71,7 +78,42 @@ def _emulated(settings: Settings) -> bool:
 
 def session(settings: Settings) -> boto3.session.Session:
     """A boto3 session in the resolved region with the default credential chain (placeholder
-    credentials for a loopback emulator when the environment gives none)."""
+    credentials for a loopback emulator when the environment gives none), acting as
+    ``SIDECAR_AWS_ROLE_ARN`` when one is set."""
+    base = _base_session(settings)
+    if not settings.aws_role_arn:
+        return base
+    return _assumed(settings, base, settings.aws_role_arn)
+
+
+def _assumed(
+    settings: Settings, base: boto3.session.Session, role_arn: str
+) -> boto3.session.Session:
+    extra: dict[str, Any] = {"RoleSessionName": settings.aws_role_session_name}
+    if settings.aws_role_external_id is not None:
+        extra["ExternalId"] = settings.aws_role_external_id.get_secret_value()
+    sts_endpoint = settings.aws_endpoint_url if _emulated(settings) else None
+
+    def create_client(service: str, **kwargs: Any) -> Any:
+        return base.client(service, endpoint_url=sts_endpoint, **kwargs)
+
+    source = base.get_credentials()
+    if source is None:
+        raise AwsConfigError(
+            f"SIDECAR_AWS_ROLE_ARN={role_arn}: no credentials to assume it with "
+            "(environment, profile, container or instance role)")
+    fetcher = AssumeRoleCredentialFetcher(
+        create_client, source, role_arn, extra_args=extra
+    )
+    assumed = botocore.session.Session()
+    # botocore has no public setter for a session's credentials object; this is its seam.
+    assumed._credentials = DeferredRefreshableCredentials(
+        refresh_using=fetcher.fetch_credentials, method="assume-role"
+    )
+    return boto3.session.Session(botocore_session=assumed, region_name=base.region_name)
+
+
+def _base_session(settings: Settings) -> boto3.session.Session:
     region = settings.aws_region or os.environ.get("AWS_REGION") or None
     if _emulated(settings) and not os.environ.get("AWS_ACCESS_KEY_ID"):
         return boto3.session.Session(
