@@ -1,4 +1,10 @@
-"""FastAPI application: routes are thin; errors are mapped to HTTP in one place."""
+"""FastAPI application: routes are thin; errors are mapped to HTTP in one place.
+
+The handlers below are that place: a query or cursor to fix is a 400, invalid parameters are
+a 400 too (never FastAPI's 422, which the OpenAPI document therefore does not list), and any
+of the core's :class:`~indexer.core.errors.TransientError` family — an engine down, or one
+that refused the sidecar's credentials — is a 503 naming the engine where it is known. Their
+bodies are built from :mod:`search_api.models`, the same models the document shows."""
 
 from __future__ import annotations
 
@@ -7,17 +13,22 @@ import threading
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
+from importlib.metadata import version
+from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
+from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
+from indexer.core.errors import ConfigurationError, TransientError
 from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
 from search_api import console
 from search_api.auth import Authenticator
-from search_api.backends import Backends, BackendUnavailable
+from search_api.backends import Backends
 from search_api.cursor import CursorCodec, CursorError
+from search_api.models import BadRequest, ParamError, Problem
 from search_api.query import QueryError
 from search_api.repair import NoRepairs, RepairSink
 from search_api.routes import router
@@ -33,6 +44,10 @@ parentheses, `from:` / `to:` / `cc:` (address, local part, domain or a display-n
 `2024/01/31`, whole UTC days, inclusive), `has:attachment`, and `prefix*` (also `from:Mik*`).
 Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
 `(outage OR incident) after:2024/03/01 has:attachment`."""
+TAGS = [
+    {"name": "search", "description": "Searches and similar messages of one mailbox."},
+    {"name": "health", "description": "Liveness and readiness probes (no token)."},
+]
 
 
 def create_app(
@@ -61,8 +76,9 @@ def create_app(
     dev = settings.env == "dev"  # /docs and /redoc load their assets from a CDN: dev only
     app = FastAPI(
         title="mail-search-sidecar",
-        version="1",
+        version=version("mail-search-sidecar"),  # the package's, as a client generator reads it
         description=DESCRIPTION,
+        openapi_tags=TAGS,
         lifespan=lifespan,
         docs_url="/docs" if dev else None,
         redoc_url="/redoc" if dev else None,
@@ -71,8 +87,30 @@ def create_app(
     if settings.console_enabled:
         console.mount(app)
     _errors(app)
+    app.openapi = lambda: _contract(app)  # type: ignore[method-assign]
     app.middleware("http")(_access_log)
     return app
+
+
+def _contract(app: FastAPI) -> dict[str, Any]:
+    """The OpenAPI document, less FastAPI's 422: every route with parameters gets one, but
+    this API answers invalid parameters with 400 (``BadRequest``, see ``bad_params``), so a
+    422 there would be a status no client ever sees (FastAPI's "extending OpenAPI" way)."""
+    if app.openapi_schema is None:
+        schema = get_openapi(
+            title=app.title,
+            version=app.version,
+            description=app.description,
+            routes=app.routes,
+            tags=app.openapi_tags,
+        )
+        for operations in schema["paths"].values():
+            for operation in operations.values():
+                operation["responses"].pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        app.openapi_schema = schema
+    return app.openapi_schema
 
 
 def _load_model(backends: Backends, attempts: int = 3) -> None:
@@ -90,29 +128,49 @@ def _load_model(backends: Backends, attempts: int = 3) -> None:
 def _errors(app: FastAPI) -> None:
     @app.exception_handler(QueryError)
     async def bad_query(_: Request, exc: QueryError) -> JSONResponse:
-        return JSONResponse({"detail": exc.message, "position": exc.position}, status_code=400)
+        return _answer(400, BadRequest(detail=exc.message, position=exc.position))
 
     @app.exception_handler(CursorError)
     async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:
-        return JSONResponse({"detail": str(exc)}, status_code=400)
+        return _answer(400, BadRequest(detail=str(exc)))
 
     @app.exception_handler(RequestValidationError)
     async def bad_params(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [{"loc": e.get("loc"), "msg": e.get("msg")} for e in exc.errors()]
-        return JSONResponse({"detail": "invalid parameters", "errors": errors}, status_code=400)
+        errors = [ParamError(loc=e.get("loc", ()), msg=e.get("msg", "")) for e in exc.errors()]
+        return _answer(400, BadRequest(detail="invalid parameters", errors=errors))
 
-    @app.exception_handler(BackendUnavailable)
-    async def unavailable(_: Request, exc: BackendUnavailable) -> JSONResponse:
-        return JSONResponse(
-            {"detail": f"{exc.component} is unavailable"},
-            status_code=503,
-            headers={"Retry-After": "5"},
+    @app.exception_handler(TransientError)
+    async def unavailable(request: Request, exc: TransientError) -> JSONResponse:
+        component = _component(exc)
+        refused = next(
+            (e for e in (exc, exc.__cause__) if isinstance(e, ConfigurationError)), None
         )
+        if refused is not None:  # the caller may only retry; the operator must fix it
+            log.error("%s refused the sidecar: %s", component, refused.reason)
+        else:
+            log.warning("unavailable on %s: %s", _route(request) or "<unmatched>", exc)
+        return _answer(503, Problem(detail=f"{component} is unavailable"), {"Retry-After": "5"})
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", _route(request) or "<unmatched>")
         return JSONResponse({"detail": "internal error"}, status_code=500)
+
+
+def _component(exc: TransientError) -> str:
+    """The engine a failure names (``BackendUnavailable``, ``ConfigurationError``), else
+    that of the failure it wraps; "a backend" where none is known."""
+    for cause in (exc, exc.__cause__):
+        component = getattr(cause, "component", None)
+        if isinstance(component, str) and component:
+            return component
+    return "a backend"
+
+
+def _answer(status: int, body: Problem, headers: dict[str, str] | None = None) -> JSONResponse:
+    """An error answer whose body is its documented model (fields that do not apply left
+    out, as in every answer)."""
+    return JSONResponse(body.model_dump(exclude_unset=True), status_code=status, headers=headers)
 
 
 MAX_LOGGED_PATH = 200  # characters of an unmatched path the access log keeps

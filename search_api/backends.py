@@ -30,8 +30,11 @@ from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 T = TypeVar("T")
 
 
-class BackendUnavailable(RuntimeError):
-    """An engine did not answer: the API says 503 with Retry-After, naming the component."""
+class BackendUnavailable(TransientError):
+    """A core failure with the engine it came from: the adapters' :class:`TransientError`
+    does not say which engine, so the one place that calls an engine for the API raises this
+    instead (``component`` is what the 503 names). A TransientError like any other, so the
+    app's one handler for that family (``app.py``) answers it; nothing else needs to know."""
 
     def __init__(self, component: str, detail: str = "") -> None:
         super().__init__(f"{component} unavailable {detail}".strip())
@@ -63,10 +66,9 @@ class Backends:
 
     @property
     def opensearch(self) -> OpenSearchIndex:
-        try:
-            return factories.fulltext_index(self.settings)  # cached once it could be built
-        except TransientError as exc:
-            raise BackendUnavailable("opensearch", str(exc)) from exc
+        """Cached once it could be built; a failure to build it (the cluster down) surfaces
+        where searches call it, ``service.os_search``, which names the engine."""
+        return factories.fulltext_index(self.settings)
 
     def require_vectors(self) -> None:
         """503 at once on a replica that never opens the store (before embedding a query)."""
@@ -112,9 +114,9 @@ class Backends:
 
         index, settings = self.vectors, self.settings
         catalog = model_catalog(settings.embed_model, settings.embed_models)
-        try:
+        try:  # reads the alias: the store may fail, or name a collection no model makes
             encoder = vt.read_encoder(index, catalog, settings.embed_max_tokens)
-        except ValueError as exc:
+        except (ValueError, TransientError) as exc:
             raise BackendUnavailable("qdrant", str(exc)) from exc
         spec = catalog[encoder.slug].spec
         if spec == settings.embed_model:
@@ -139,6 +141,13 @@ class Backends:
     @cached_property
     def store(self) -> DynamoStore:
         return factories.store(self.settings)
+
+    def rows(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
+        """Hot items by (pk, sk), absent ones left out: the API's one read of the table."""
+        try:
+            return self.store.get_items(keys)
+        except TransientError as exc:
+            raise BackendUnavailable("dynamodb", str(exc)) from exc
 
     def repair(self, refs: Iterable[MessageRef]) -> None:
         """Ask for stale hits to be repaired: de-duplicated, and never failing the search."""

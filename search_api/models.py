@@ -134,3 +134,48 @@ class BadRequest(Problem):
 
     position: int = omittable("0-based offset in `q` of the text to fix (query errors).")
     errors: list[ParamError] = omittable("Each invalid parameter (parameter errors).")
+
+
+RETRY_AFTER = {
+    "Retry-After": {
+        "description": "Seconds to wait before retrying.",
+        "schema": {"type": "integer"},
+    }
+}
+ERRORS: dict[int, dict[str, Any]] = {
+    400: {
+        "model": BadRequest,
+        "description": "A query to fix (`position` says where), a cursor that is not this "
+        "search's, or invalid parameters (`errors`; never a 422).",
+    },
+    401: {
+        "model": Problem,
+        "description": "No bearer token, or one no grant knows.",
+        "headers": {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
+    },
+    403: {
+        "model": Problem,
+        "description": "The token may not read this mailbox (the same answer whether the mailbox "
+        "exists or not).",
+    },
+    404: {"model": Problem, "description": "No such message in this mailbox."},
+    413: {"model": Problem, "description": "`q` is longer than the API reads."},
+    429: {
+        "model": Problem,
+        "description": "This caller already runs its share of expensive searches (many prefixes "
+        "or words; `SIDECAR_API_EXPENSIVE_PER_TOKEN`): retry when one has answered.",
+        "headers": RETRY_AFTER,
+    },
+    500: {"model": Problem, "description": "An internal error (logged; `detail` says no more)."},
+    503: {
+        "model": Problem,
+        "description": "An engine (`opensearch`, `qdrant`, `dynamodb`, named in `detail`) or the "
+        "JWKS did not answer, or refused the sidecar's credentials: retry later.",
+        "headers": RETRY_AFTER,
+    },
+}
+
+
+def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The ``responses=`` of a route: each error status it answers, with its body's model."""
+    return {status: ERRORS[status] for status in statuses}

@@ -1,4 +1,8 @@
-"""HTTP routes: authorise, parse, call the service, shape the response."""
+"""HTTP routes: parse, authorise, call the search slice, render through the contract.
+
+Each route declares its answer's model (:mod:`search_api.models`), every error status it
+answers and a stable ``operationId`` (a generated client's method names): the OpenAPI
+document is the API's contract, and a test generates a client from it."""
 
 from __future__ import annotations
 
@@ -9,14 +13,14 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from indexer.adapters.tables import MissingTableError
-from indexer.core.errors import TransientError
-from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from search_api import limits, pages, service
 from search_api.auth import authorized_mailbox
-from search_api.backends import Backends, BackendUnavailable
+from search_api.backends import Backends
+from search_api.models import RETRY_AFTER, Health, Readiness, SearchPage, SimilarPage, errors
 from search_api.query import MAX_QUERY_LENGTH, parse
 from search_api.similar import similar as similar_messages
+from search_api.similar import stored
 
 router = APIRouter()
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -31,13 +35,29 @@ BackendsDep = Annotated[Backends, Depends(backends)]
 Mailbox = Annotated[str, Depends(authorized_mailbox)]  # bearer token -> mailbox (auth.py)
 
 
-@router.get("/healthz")
+@router.get("/healthz", response_model=Health, operation_id="healthz", tags=["health"])
 def healthz() -> dict[str, str]:
+    """Liveness: the process answers (nothing behind it is asked)."""
     return {"status": "ok"}
 
 
-@router.get("/readyz")
+@router.get(
+    "/readyz",
+    response_model=Readiness,
+    response_model_exclude_unset=True,
+    operation_id="readyz",
+    tags=["health"],
+    responses={
+        503: {
+            "model": Readiness,
+            "description": "Some component does not answer (`failing`; `errors` says what an "
+            "operator should fix, where known).",
+            "headers": RETRY_AFTER,
+        }
+    },
+)
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
+    """Readiness: every engine this replica uses answers, and the model has loaded."""
     checks: dict[str, Callable[[], object]] = {
         "opensearch": lambda: b.opensearch.ping(),
         "qdrant": lambda: b.vectors.store.collections(),
@@ -105,7 +125,15 @@ Examples: `from:alice@example.com budget`, `subject:"release plan" -draft`,
 `subject:BCM47XX Luxul OR Netgear`."""
 
 
-@router.get("/v1/mailboxes/{mailbox_id}/search", description=SEARCH_DESCRIPTION)
+@router.get(
+    "/v1/mailboxes/{mailbox_id}/search",
+    description=SEARCH_DESCRIPTION,
+    response_model=SearchPage,
+    response_model_exclude_unset=True,  # a field that does not apply is left out (models.py)
+    operation_id="searchMailbox",
+    tags=["search"],
+    responses=errors(400, 401, 403, 413, 429, 500, 503),
+)
 def search(
     request: Request,
     mailbox: Mailbox,
@@ -116,7 +144,7 @@ def search(
     cursor: str | None = None,
     collapse: Literal["thread"] | None = None,
     sort: Literal["relevance", "date"] = "relevance",
-) -> dict[str, Any]:
+) -> SearchPage:
     """Full-text, semantic or hybrid (RRF of both, full-text leg relaxed) search of one
     mailbox; see the syntax above."""
     if len(q) > MAX_QUERY_LENGTH:
@@ -128,11 +156,18 @@ def search(
             result = pages.search(b, request.app.state.cursors, mailbox, req)
     except limits.TooManyExpensive as exc:
         raise HTTPException(429, str(exc), {"Retry-After": "1"}) from exc
-    request.state.results = len(result["hits"])
+    request.state.results = len(result.hits)
     return result
 
 
-@router.get("/v1/mailboxes/{mailbox_id}/messages/{message_key}/similar")
+@router.get(
+    "/v1/mailboxes/{mailbox_id}/messages/{message_key}/similar",
+    response_model=SimilarPage,
+    response_model_exclude_unset=True,
+    operation_id="similarMessages",
+    tags=["search"],
+    responses=errors(400, 401, 403, 404, 500, 503),
+)
 def similar(
     request: Request,
     mailbox: Mailbox,
@@ -140,7 +175,7 @@ def similar(
     message_key: str,
     limit: Annotated[int, Query(ge=1, le=100)] = 10,
     exclude_thread: bool = True,
-) -> dict[str, Any]:
+) -> SimilarPage:
     """Messages most like this one, never itself, and by default never its own thread.
 
     The ranking fuses (RRF) the nearest stored vectors (not re-embedded) with
@@ -148,26 +183,16 @@ def similar(
     mailing-list threads it ranks a message's thread-mates higher than *more like this* or
     the vectors alone (same-thread recall@10 in ``docs/quality.md``).
     """
-    meta = _stored(b, mailbox, message_key) if _HEX64.fullmatch(message_key) else None
+    ref = MessageRef(mailbox, message_key)
+    meta = stored(b, ref) if _HEX64.fullmatch(message_key) else None
     if meta is None:
         raise HTTPException(404, "no such message in this mailbox")
     thread = str(meta.get("thread_key")) if exclude_thread else None
-    ranked = similar_messages(
-        b, MessageRef(mailbox, message_key), limit=limit, exclude_thread=thread
-    )
+    ranked = similar_messages(b, ref, limit=limit, exclude_thread=thread)
     joined = service.join_rows(b, mailbox, ranked)
     request.state.results = len(joined)
     scored = service.policy_scores(b.settings, [c for c, _ in joined], 0)
     hits = [
         service.render(c, row, "semantic", s) for (c, row), s in zip(joined, scored, strict=True)
     ]
-    return {"hits": hits}
-
-
-def _stored(b: Backends, mailbox: str, message_key: str) -> dict[str, Any] | None:
-    """The message's META pointer item (it names the thread), or None."""
-    key = (message_pk(mailbox, message_key), "META")
-    try:
-        return b.store.get_items([key]).get(key)
-    except TransientError as exc:
-        raise BackendUnavailable("dynamodb", str(exc)) from exc
+    return SimilarPage.model_validate({"hits": hits})

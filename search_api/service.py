@@ -67,7 +67,8 @@ class Candidate:
 
 def os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
     """One search within the time budget the engine enforces (``SIDECAR_SEARCH_TIMEOUT_MS``):
-    over it, or refused, it is the caller's 400; the engine down is a 503."""
+    over it, or refused, it is the caller's 400; the engine down (or not reached when the index
+    is first built) is a 503 naming it: the API's one place that names OpenSearch."""
     try:
         return backends.opensearch.search(
             mailbox, body, budget_ms=backends.settings.search_timeout_ms
@@ -259,10 +260,7 @@ def join_rows(
         for c in hits
     }
     threads = {c.thread_key: (thread_pk(mailbox, c.thread_key), "THREAD") for c in hits}
-    try:
-        rows = backends.store.get_items([*keys.values(), *threads.values()])
-    except TransientError as exc:
-        raise BackendUnavailable("dynamodb", str(exc)) from exc
+    rows = backends.rows([*keys.values(), *threads.values()])
     joined = [
         (c, {**rows[keys[c.message_key]], THREAD_SIZE: _count(rows.get(threads[c.thread_key]))})
         for c in hits
@@ -296,14 +294,19 @@ def _count(summary: dict[str, Any] | None) -> int | None:
 _NUMBERS = frozenset({"ts", "attachment_count", "size_bytes"})
 
 
-def _number(name: str, value: Any) -> int | None:
-    """A hot row's numeric field; a malformed one (the writer's bug, not the caller's) is
-    shown as null and counted, never a 500 for every page that holds the message."""
-    try:
-        return int(value)
-    except (TypeError, ValueError, OverflowError):
-        MALFORMED_FIELDS.labels(field=name).inc()
-        return None
+def _shown(name: str, value: Any) -> str | int | None:
+    """A hot row's field as the contract types it (:class:`search_api.models.Hit`: numbers,
+    else strings); a malformed one (the writer's bug, not the caller's) is shown as null and
+    counted, never a 500 for every page that holds the message."""
+    if value is None or (isinstance(value, str) and name not in _NUMBERS):
+        return value
+    if name in _NUMBERS:
+        try:
+            return int(value)
+        except (TypeError, ValueError, OverflowError):
+            pass
+    MALFORMED_FIELDS.labels(field=name).inc()
+    return None
 
 
 def render(
@@ -314,12 +317,14 @@ def render(
         "message_key": candidate.message_key,
         "thread_key": candidate.thread_key,
         "score": candidate.score if score is None else score,
-        "from": {"email": row.get("from_email") or None, "name": row.get("from_name")},
+        "from": {
+            "email": _shown("from_email", row.get("from_email") or None),
+            "name": _shown("from_name", row.get("from_name")),
+        },
     }
-    for name in ROW_FIELDS:
+    for name in ROW_FIELDS:  # clean_fallback is a flag (1/0 in the row): any value is one
         value = row.get(name)
-        hit[name] = _number(name, value) if name in _NUMBERS and value is not None else value
-    hit["clean_fallback"] = bool(hit["clean_fallback"])
+        hit[name] = bool(value) if name == "clean_fallback" else _shown(name, value)
     hit[THREAD_SIZE] = row.get(THREAD_SIZE)
     if mode == "fulltext" or candidate.highlights:
         hit["highlights"] = candidate.highlights or {}

@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from indexer.core.documents import point_id
+from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from search_api import service
 from search_api.backends import Backends
@@ -61,9 +62,10 @@ def by_terms(
     fields: tuple[str, ...] = MLT_FIELDS,
 ) -> list[service.Candidate]:
     """OpenSearch ``more_like_this`` (BM25 over the message's distinctive terms)."""
-    index = backends.opensearch
     body = more_like_this_body(
-        index=index.alias,
+        # The read alias (the index's name in settings, as factories builds it): known
+        # without reaching the cluster, so its failure is os_search's, which names it.
+        index=backends.settings.opensearch_index,
         doc_id=point_id(ref),
         mailbox_id=ref.mailbox_id,
         thread_key=thread_key,
@@ -71,6 +73,13 @@ def by_terms(
         fields=fields,
     )
     return [service.from_hit(hit) for hit in service.os_search(backends, ref.mailbox_id, body)]
+
+
+def stored(backends: Backends, ref: MessageRef) -> dict[str, Any] | None:
+    """The message's META pointer item (it names the thread), or None: whether there is a
+    message to find neighbours of, and which thread ``exclude_thread`` leaves out."""
+    key = (message_pk(ref.mailbox_id, ref.message_key), "META")
+    return backends.rows([key]).get(key)
 
 
 def similar(

@@ -6,11 +6,17 @@ engine's client; the store behind ``backends.vectors`` does.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import TypeVar
+
+from indexer.adapters.qdrant import VectorIndex
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.core.vectors import Condition, Filter, Hit, Match, MatchAny, Range, StoredPoint
 from search_api.backends import Backends, BackendUnavailable
 from search_api.query import VectorFilter
+
+T = TypeVar("T")
 
 
 def to_filter(flt: VectorFilter) -> Filter:
@@ -31,15 +37,18 @@ def search(backends: Backends, vector: list[float], flt: VectorFilter, limit: in
     """Scored points (payload included), best first, within the filter's mailbox."""
     if flt.match_none or limit <= 0:
         return []
-    try:
-        return backends.vectors.query(vector, to_filter(flt), limit)
-    except TransientError as exc:
-        raise BackendUnavailable("qdrant", str(exc)) from exc
+    return _ask(backends, lambda index: index.query(vector, to_filter(flt), limit))
 
 
 def own_point(backends: Backends, ref: MessageRef) -> StoredPoint | None:
     """The message's stored point with its vector (never re-embedded), or None."""
+    return _ask(backends, lambda index: index.point(ref))
+
+
+def _ask(backends: Backends, call: Callable[[VectorIndex], T]) -> T:
+    """The API's one call site of the vector store: its failure is a 503 naming Qdrant
+    (the store's own TransientError does not say which engine failed)."""
     try:
-        return backends.vectors.point(ref)
+        return call(backends.vectors)
     except TransientError as exc:
         raise BackendUnavailable("qdrant", str(exc)) from exc
