@@ -12,6 +12,7 @@ export SIDECAR_OPENSEARCH_HEAP=${SIDECAR_OPENSEARCH_HEAP:-1g}
 # would compile the project's own modules again: ~0.25 s each, hundreds of times.
 .venv/bin/python -m compileall -q -j 0 indexer search_api tools/sidecar_tools tests >/dev/null
 
+bash scripts/ensure-test-tools.sh || exit 1
 .venv/bin/sidecar stack up || { echo "test: the stack did not come up" >&2; exit 1; }
 trap '.venv/bin/sidecar stack down' EXIT
 .venv/bin/python -m pytest "$@"
