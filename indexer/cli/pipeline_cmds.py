@@ -17,7 +17,7 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from indexer.cli.preflight import require_tables
+from indexer.cli.preflight import require_encoder, require_tables
 from indexer.settings import Settings, get_settings
 
 console = Console(stderr=True)
@@ -45,6 +45,8 @@ def worker(
         raise typer.BadParameter(f"role must be all, {' or '.join(ROLES)}")
     settings = get_settings()
     require_tables(settings)
+    if "vectors" in roles:
+        require_encoder(settings)
     port = settings.metrics_port if metrics_port is None else metrics_port
     with _worker_metrics(settings, port):
         code = supervise(spawn_workers(settings, roles, concurrency, loglevel))

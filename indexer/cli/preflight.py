@@ -38,3 +38,16 @@ def require_tables(settings: Settings, *, mail: bool = True, state: bool = True)
         require(aws.client(settings, "dynamodb"), needed(settings, mail=mail, state=state))
     except MissingTableError as exc:
         raise _fail(str(exc)) from None
+
+
+def require_encoder(settings: Settings) -> None:
+    """The roles that embed (vectors workers, the API) need the encoder of
+    ``SIDECAR_EMBED_RUNTIME``, which the base distribution does not install: without it, one
+    line naming the extra (``[vectors]`` for onnx, ``[torch]``) instead of an ImportError in
+    the middle of the first batch."""
+    from indexer.adapters.embedder import encoder_problem
+
+    for spec in dict.fromkeys((settings.embed_model, *settings.embed_models)):
+        problem = encoder_problem(settings.embed_runtime, spec, settings.embed_onnx_dir)
+        if problem:
+            raise _fail(problem)

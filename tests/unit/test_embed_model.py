@@ -41,11 +41,12 @@ def test_a_local_model_is_described_by_its_files(tiny: Path) -> None:
     assert list(model_catalog("", [str(tiny)])) == [MODEL_SLUG, "tiny-bert-e5"]
 
 
-def test_the_model_embeds_with_its_prompts_and_dimension(tiny: Path) -> None:
+@pytest.mark.parametrize("runtime", ["torch", "onnx"])
+def test_the_model_embeds_with_its_prompts_and_dimension(tiny: Path, runtime: str) -> None:
     embedder = Embedder(max_tokens=256, threads=1, batch_size=4, dtype="float32",
-                        model=str(tiny))
+                        model=str(tiny), runtime=runtime)
     assert embedder.dimension == TINY_DIM
-    assert embedder._model.max_seq_length == TINY_MAX_SEQ  # capped by the model's own limit
+    assert embedder.max_tokens == TINY_MAX_SEQ  # capped by the model's own limit
     docs, queries = np.asarray(embedder.embed(TEXTS)), np.asarray(embedder.embed_query(TEXTS))
     assert docs.shape == queries.shape == (3, TINY_DIM)
     assert np.allclose(np.linalg.norm(docs, axis=1), 1.0, atol=1e-5)

@@ -9,6 +9,7 @@ from sidecar_tools.cli import (
     demo_cmds,
     eval_cmds,
     import_cmds,
+    onnx_cmds,
     stack_cmds,
     writer_cmds,
 )
@@ -16,5 +17,6 @@ from sidecar_tools.cli import (
 
 def register(app: typer.Typer) -> None:
     """Register every tooling command on ``app``."""
-    for module in (stack_cmds, writer_cmds, import_cmds, demo_cmds, bench_cmds, eval_cmds):
+    for module in (stack_cmds, writer_cmds, import_cmds, demo_cmds, bench_cmds, eval_cmds,
+                   onnx_cmds):
         module.register(app)

