@@ -73,6 +73,11 @@ class Settings(BaseSettings):
     opensearch_aws_service: Literal["es", "aoss"] = Field(
         default="es", description="SigV4 service: es = a Service domain, aoss = Serverless."
     )
+    opensearch_visible_timeout_s: float = Field(
+        default=30.0, gt=0, le=600,
+        description="aoss only: how long a refresh waits for acknowledged writes to become "
+        "searchable (collections have no _refresh) before failing as transient.",
+    )
     opensearch_username: str | None = None
     opensearch_password: SecretStr | None = Field(
         default=None, description="Basic auth; never logged."

@@ -11,6 +11,11 @@ after signing, an unsigned call) fails here as it would on AWS.
 :meth:`SigV4Proxy.revoke` rotates the secret the proxy expects (as when a domain's access
 policy or the IAM key is changed under a running deployment): every request then gets AWS's
 403 for a bad signature until :meth:`SigV4Proxy.restore`.
+
+``gate``: an optional rule run on every correctly signed request before it is forwarded; an
+answer ``(status, body)`` is sent instead of the node's (how ``tests/integration/
+test_opensearch_serverless.py`` makes the proxy answer as a Serverless collection does for
+the calls collections lack).
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ import http.client
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
@@ -57,6 +62,7 @@ class Tally:
     accepted: int = 0
     rejected: list[str] = field(default_factory=list)
     paths: set[str] = field(default_factory=set)
+    gated: list[str] = field(default_factory=list)
     lock: threading.Lock = field(default_factory=threading.Lock)
 
 
@@ -97,11 +103,15 @@ def verify(expected: Expected, method: str, target: str, headers: dict[str, str]
     return None
 
 
+Gate = Callable[[str, str, bytes], "tuple[int, bytes] | None"]
+
+
 class SigV4Proxy:
     """``with SigV4Proxy(upstream, expected) as proxy:`` → ``proxy.url`` to point clients at."""
 
-    def __init__(self, upstream: str, expected: Expected) -> None:
+    def __init__(self, upstream: str, expected: Expected, gate: Gate | None = None) -> None:
         self.upstream = urlsplit(upstream)
+        self.gate = gate
         self.expected = expected
         self._kept = expected
         self.tally = Tally()
@@ -160,6 +170,13 @@ class SigV4Proxy:
                                     "and signing method.")
                     self._reply(403, b'{"message":"' + message.encode() + b'"}',
                                 [("Content-Type", "application/json")])
+                    return
+                answer = proxy.gate(self.command, self.path, body) if proxy.gate else None
+                if answer is not None:
+                    with proxy.tally.lock:
+                        proxy.tally.gated.append(f"{self.command} {self.path} -> {answer[0]}")
+                    self._reply(answer[0], answer[1], [("Content-Type", "application/json")]
+                                if answer[1] else [])
                     return
                 self._forward(body, headers)
 

@@ -27,6 +27,7 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
+from indexer.adapters import opensearch_serverless as aoss
 from indexer.adapters.opensearch_auth import client_options
 from indexer.adapters.opensearch_errors import (
     REFUSED_STATUSES,
@@ -132,11 +133,17 @@ def _cancelled(exc: BaseException) -> bool:
 
 
 class OpenSearchIndex:
-    """The message index family behind one alias."""
+    """The message index family behind one alias.
+
+    ``serverless``: the client talks to an OpenSearch Serverless collection (read from its
+    signer): the template, ``refresh``, purge, scans and the ping take the paths of
+    :mod:`.opensearch_serverless` instead of the calls collections lack.
+    """
 
     def __init__(self, client: OpenSearch, alias: str) -> None:
         self.client = client
         self.alias = alias
+        self.serverless = aoss.is_serverless(client)
 
     def index_name(self, version: int = MAPPING_VERSION) -> str:
         return f"{self.alias}-v{version}"
@@ -160,7 +167,8 @@ class OpenSearchIndex:
             "index_patterns": [self.index_name(version)],
             "priority": 100 + version,
             "version": body["version"],
-            "template": body["template"],
+            "template": aoss.strip_settings(body["template"]) if self.serverless
+            else body["template"],
             "_meta": {"mapping_version": version, "owner": "mail-search-sidecar"},
         }
         self._call(
@@ -238,8 +246,13 @@ class OpenSearchIndex:
 
     def refresh(self, *indices: str) -> None:
         """Make every acknowledged write visible to searches (reconcile, purge, tests), in the
-        read alias or in the named indices."""
-        self._call(self.client.indices.refresh, index=",".join(indices) or self.alias)
+        read alias or in the named indices: a ``_refresh`` on a domain; on a collection, which
+        has none, wait until a marker written now is searchable (the same guarantee)."""
+        if not self.serverless:
+            self._call(self.client.indices.refresh, index=",".join(indices) or self.alias)
+            return
+        targets = list(indices) or self.aliases()[self.alias]
+        aoss.wait_searchable(self._call, self.client, targets, aoss.visible_timeout(self.client))
 
     def update_aliases(self, actions: list[dict[str, Any]], *, missing_ok: bool = False) -> None:
         """One atomic ``_aliases`` request (every action applies, or none)."""
@@ -301,14 +314,27 @@ class OpenSearchIndex:
 
     def ping(self) -> None:
         """Readiness probe: the cluster answers (errors classified like every call; a 401/403
-        is a :class:`ConfigurationError` saying what to check, for ``/readyz``)."""
+        is a :class:`ConfigurationError` saying what to check, for ``/readyz``). A collection
+        does not serve ``GET /``: it is asked whether the alias exists instead."""
+        if self.serverless:
+            self._call(self.client.indices.exists, index=self.alias)
+            return
         self._call(self.client.info)
 
     def scan_mailbox(self, mailbox_id: str, fields: Sequence[str]) -> Iterator[dict[str, Any]]:
         """``_source`` (these fields) of every document of a mailbox, in any order.
 
         Not routed: a document written under a wrong routing is found (and reported) too.
+        A collection has no scroll: its pages are ``search_after`` ones.
         """
+        if self.serverless:
+            try:
+                for hit in aoss.search_after_hits(self._call, self.client, self.alias,
+                                                  mailbox_id, list(fields)):
+                    yield dict(hit["_source"])
+            except NotFoundError:
+                return
+            return
         body = {"query": {"term": {"mailbox_id": mailbox_id}}, "_source": list(fields)}
         try:
             for hit in helpers.scan(self.client, query=body, index=self.alias, size=500):
@@ -337,7 +363,8 @@ class OpenSearchIndex:
         return set(self.mailbox_counts())
 
     def mailbox_counts(self, index: str | None = None) -> dict[str, int]:
-        """Documents per mailbox in ``index`` (default: the alias); a paged composite agg."""
+        """Documents per mailbox in ``index`` (default: the alias); a paged composite agg.
+        The visibility marker of a collection's ``refresh`` is no mailbox: left out."""
         found: dict[str, int] = {}
         after: dict[str, Any] | None = None
         while True:
@@ -347,7 +374,8 @@ class OpenSearchIndex:
             }
             if after:
                 composite["after"] = after
-            body = {"size": 0, "aggs": {"m": {"composite": composite}}}
+            body = {"size": 0, "aggs": {"m": {"composite": composite}},
+                    "query": {"bool": {"must_not": [aoss.marker_filter()]}}}
             try:
                 agg = self._call(self.client.search, index=index or self.alias, body=body)
             except NotFoundError:
@@ -359,7 +387,11 @@ class OpenSearchIndex:
                 return found
 
     def delete_mailbox(self, mailbox_id: str) -> int:
-        """Delete every document of a mailbox from every index of the family; the count."""
+        """Delete every document of a mailbox from every index of the family; the count.
+        A collection has no ``_delete_by_query``: search and bulk-delete until none is left."""
+        if self.serverless:
+            return aoss.delete_by_search(self._call, self.client, f"{self.alias}-v*",
+                                         mailbox_id, aoss.visible_timeout(self.client))
         result = self._call(
             self.client.delete_by_query,
             index=f"{self.alias}-v*",

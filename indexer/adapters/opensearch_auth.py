@@ -6,7 +6,8 @@
   security plugin's internal users, or an Amazon OpenSearch Service domain with fine-grained
   access control's master user.
 - ``sigv4``: every request signed with AWS Signature V4 for ``SIDECAR_OPENSEARCH_AWS_SERVICE``
-  (``es`` = an OpenSearch Service domain; ``aoss`` = Serverless, refused below) in the
+  (``es`` = an OpenSearch Service domain; ``aoss`` = a Serverless collection, whose missing
+  calls :mod:`.opensearch_serverless` works around) in the
   sidecar's region, with boto3's default credential chain (environment, profile, SSO,
   container/IRSA role, instance metadata). The signer asks the credentials object for a
   frozen copy on every request, so rotating role credentials are refreshed as they expire.
@@ -23,14 +24,15 @@ from opensearchpy import Urllib3AWSV4SignerAuth
 
 from indexer.settings import Settings
 
-# What the sidecar needs that OpenSearch Serverless collections do not offer (README,
-# "Deploying on AWS"); one line, so a misconfigured process stops with a clear reason.
-SERVERLESS_REFUSAL = (
-    "SIDECAR_OPENSEARCH_AWS_SERVICE=aoss is not supported: OpenSearch Serverless collections "
-    "reject the index settings of the sidecar's template (number_of_shards, "
-    "number_of_replicas, refresh_interval) and offer no _refresh or _delete_by_query "
-    "(purge, reconcile, reindex); use an OpenSearch Service domain (es)"
-)
+
+class ServerlessSigner(Urllib3AWSV4SignerAuth):
+    """The ``aoss`` signer, carrying how long a ``refresh`` waits for writes to become
+    searchable: :class:`~indexer.adapters.opensearch.OpenSearchIndex` reads its mode and that
+    bound from the client's signer, so every place that builds one from a client follows it."""
+
+    def __init__(self, credentials: Any, region: str, visible_timeout_s: float) -> None:
+        super().__init__(credentials, region, "aoss")
+        self.visible_timeout_s = visible_timeout_s
 
 
 class OpenSearchConfigError(RuntimeError):
@@ -46,6 +48,9 @@ def _signer(settings: Settings) -> Urllib3AWSV4SignerAuth:
         raise OpenSearchConfigError(
             "SIDECAR_OPENSEARCH_AUTH=sigv4 but boto3 found no AWS credentials "
             "(environment, profile, container or instance role)")
+    if settings.opensearch_aws_service == "aoss":
+        return ServerlessSigner(credentials, aws.region(settings),
+                                settings.opensearch_visible_timeout_s)
     return Urllib3AWSV4SignerAuth(credentials, aws.region(settings),
                                   settings.opensearch_aws_service)
 
@@ -67,7 +72,5 @@ def client_options(settings: Settings) -> dict[str, Any]:
         options["http_auth"] = (settings.opensearch_username,
                                 settings.opensearch_password.get_secret_value())
     elif settings.opensearch_auth == "sigv4":
-        if settings.opensearch_aws_service == "aoss":
-            raise OpenSearchConfigError(SERVERLESS_REFUSAL)
         options["http_auth"] = _signer(settings)
     return options

@@ -1,7 +1,8 @@
 """``sidecar purge --mailbox M``: remove a mailbox from both indexes and every sidecar store.
 
 What names a mailbox on the sidecar's side, and is removed:
-- OpenSearch: its documents in every index of the family (delete-by-query, refreshed);
+- OpenSearch: its documents in every index of the family (delete-by-query, refreshed; on
+  Serverless search + bulk delete, :mod:`indexer.adapters.opensearch_serverless`);
 - Qdrant: its points (filter delete) and the cached vectors of ``forai`` texts no other
   mailbox's point still uses (a vector is derived from the mail's text, even though a cache
   entry is keyed by content hash only);

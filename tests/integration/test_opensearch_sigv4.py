@@ -1,13 +1,11 @@
 """Every OpenSearch call the sidecar makes, SigV4-signed and verified by a proxy that checks
 signatures as Amazon OpenSearch Service does (``tests/sigv4_proxy.py``): ingest through real
 workers, a reindex, every search mode and `similar`, reconcile and purge — no 403. A wrong
-secret is refused with a clear 403; `sidecar init`-style preflight refuses Serverless."""
+secret is refused with a clear 403; the start-up check accepts Serverless (``aoss``)."""
 
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,11 +14,12 @@ from fastapi.testclient import TestClient
 from opensearchpy.exceptions import AuthorizationException
 
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, build_client
+from indexer.cli.preflight import check_config
 from indexer.core.errors import ConfigurationError
 from indexer.ops import reindex as ops
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
-from indexer.settings import Settings, to_env
+from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import token_hash
 from sidecar_tools.writer.files import load_file
@@ -113,13 +112,13 @@ def test_unsigned_requests_are_refused(settings: Settings, proxy: SigV4Proxy) ->
     assert "missing or malformed SigV4" in proxy.tally.rejected[0]
 
 
-def test_serverless_is_refused_at_start_with_one_line(settings: Settings) -> None:
-    env = {**to_env(settings), "SIDECAR_OPENSEARCH_AUTH": "sigv4",
-           "SIDECAR_OPENSEARCH_AWS_SERVICE": "aoss", "AWS_ACCESS_KEY_ID": KEY,
-           "AWS_SECRET_ACCESS_KEY": SECRET, "PATH": "/usr/bin:/bin"}
-    for argv in (["worker"], ["tail"], ["serve"]):
-        result = subprocess.run([sys.executable, "-m", "indexer.cli.main", *argv], env=env,
-                                capture_output=True, text=True, timeout=120, check=False)
-        lines = [line for line in result.stderr.splitlines() if line.strip()]
-        assert result.returncode == 2 and len(lines) == 1, result.stderr
-        assert "aoss is not supported" in lines[0] and "_delete_by_query" in lines[0]
+def test_serverless_passes_the_start_up_check(settings: Settings) -> None:
+    """Serverless is supported now (tests/integration/test_opensearch_serverless.py): the
+    start-up check of every command accepts it and signs for ``aoss``."""
+    aoss = settings.model_copy(update={"opensearch_auth": "sigv4", "aws_region": "eu-west-1",
+                                       "opensearch_aws_service": "aoss"})
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("AWS_ACCESS_KEY_ID", KEY)
+        env.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
+        check_config(aoss)
+        assert build_client(aoss).transport.kwargs["http_auth"].service == "aoss"

@@ -59,8 +59,3 @@ def test_sigv4_without_credentials_is_a_clear_error(
     monkeypatch.setenv("AWS_EC2_METADATA_DISABLED", "true")
     with pytest.raises(OpenSearchConfigError, match="no AWS credentials"):
         client_options(Settings(opensearch_auth="sigv4", aws_region="eu-west-1"))
-
-
-def test_serverless_is_refused() -> None:
-    with pytest.raises(OpenSearchConfigError, match="aoss is not supported"):
-        client_options(Settings(opensearch_auth="sigv4", opensearch_aws_service="aoss"))
