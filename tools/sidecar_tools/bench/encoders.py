@@ -114,7 +114,8 @@ def onnx_encoder(graph: Path, max_tokens: int, threads: int, batch: int) -> Enco
 
 
 def torch_encoder(max_tokens: int, threads: int, batch: int, dtype: str = "float32") -> Encode:
-    embedder = Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch, dtype=dtype)
+    embedder = Embedder(max_tokens=max_tokens, threads=threads, batch_size=batch, dtype=dtype,
+                        runtime="torch")
     return lambda texts: np.asarray(embedder.embed(texts), dtype=np.float32)
 
 
