@@ -28,10 +28,9 @@ from indexer.adapters.embedder import Embedder, encoder_problem
 from tests.conftest import CORPORA
 
 ROOT = Path(__file__).resolve().parents[2]
-# 1,000 texts with both runtimes take 90-400 s on these machines' 2 shared cores (12-22 texts/s
-# each quiet, ~4.5 under load): over the one-minute budget of a test, so 300 here (~30 s quiet);
-# SIDECAR_TEST_RUNTIME_TEXTS=1000 runs the full check (400 texts: min cosine 1.000000).
-N_TEXTS = int(os.environ.get("SIDECAR_TEST_RUNTIME_TEXTS", "300"))
+# 1,000 texts, as the issue asks: 59 s for the test on a quiet machine's 2 cores (ONNX 27 s,
+# torch 30 s), 3-4x that under other sessions' load; SIDECAR_TEST_RUNTIME_TEXTS=N runs fewer.
+N_TEXTS = int(os.environ.get("SIDECAR_TEST_RUNTIME_TEXTS", "1000"))
 ENCODER_MODULES = ("torch", "onnxruntime", "sentence_transformers", "transformers", "tokenizers")
 
 
