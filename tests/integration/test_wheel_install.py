@@ -58,8 +58,10 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = home / "env"
     _run(UV, "venv", "--python", sys.executable, env_dir, cwd=home)
     requirements = home / "requirements.txt"
+    # The production install (README): the runtime with the ONNX encoder, no torch.
     _run(UV, "export", "--frozen", "--no-dev", "--package", "mail-search-sidecar",
-         "--no-emit-project", "--no-emit-workspace", "--output-file", requirements, cwd=ROOT)
+         "--extra", "vectors", "--no-emit-project", "--no-emit-workspace",
+         "--output-file", requirements, cwd=ROOT)
     python = env_dir / "bin" / "python"
     _run(UV, "pip", "install", "--python", python, "--require-hashes", "-r", requirements,
          cwd=home, timeout=1200)
@@ -114,6 +116,9 @@ def test_a_worker_from_the_installed_wheel_indexes_a_message(
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("SIDECAR_")},
            **to_env(settings), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     sidecar = str(installed / "bin" / "sidecar")
+    # The encoder's graph is made where torch is (the image's build stage; here the dev
+    # environment), as the README's install says: `sidecar export-onnx`.
+    _run(ROOT / ".venv" / "bin" / "sidecar", "export-onnx", cwd=tmp_path, env=env, timeout=600)
     # both roles: `ingest --wait` waits for the full-text and the vectors tasks
     worker = subprocess.Popen([sidecar, "worker"], cwd=tmp_path, env=env,
                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
