@@ -96,8 +96,13 @@ class Settings(BaseSettings):
     )
     api_expensive_per_token: int = Field(
         default=1, ge=1, le=64,
-        description="Expensive searches (prefixes, hybrid, semantic) one caller may run at "
-        "once; more answer 429 with Retry-After.",
+        description="Expensive searches (>= 100 engine clauses: many prefixes or words) one "
+        "caller may run at once; more answer 429 with Retry-After.",
+    )
+    api_expensive_per_second: float = Field(
+        default=2.0, gt=0, le=1000,
+        description="Expensive searches one caller may start per second on average (a burst "
+        "of twice that); more answer 429 with Retry-After.",
     )
     redis_url: str = "redis://127.0.0.1:6379/0"
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")

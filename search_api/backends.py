@@ -136,7 +136,9 @@ class Backends:
     @cached_property
     def expensive_gate(self) -> ExpensiveGate:
         """This process's count of each caller's expensive searches."""
-        return ExpensiveGate(self.settings.api_expensive_per_token)
+        return ExpensiveGate(
+            self.settings.api_expensive_per_token, self.settings.api_expensive_per_second
+        )
 
     @cached_property
     def store(self) -> DynamoStore:

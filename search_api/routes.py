@@ -155,7 +155,7 @@ def search(
         with b.expensive_gate.admit(caller, limits.is_expensive(req.node)):
             result = pages.search(b, request.app.state.cursors, mailbox, req)
     except limits.TooManyExpensive as exc:
-        raise HTTPException(429, str(exc), {"Retry-After": "1"}) from exc
+        raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
     request.state.results = len(result.hits)
     return result
 

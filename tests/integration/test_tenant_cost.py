@@ -65,13 +65,23 @@ def timed(api: Api, q: str, token: str = TOKEN_A, **params: object) -> tuple[flo
     return time.perf_counter() - start, response
 
 
+def polite(api: Api, q: str, **params: object) -> tuple[float, httpx.Response]:
+    """``timed``, once more after ``Retry-After`` if this caller's rate of expensive
+    searches was spent (a 429), as an HTTP client's retry policy does."""
+    took, response = timed(api, q, **params)
+    if response.status_code == 429:
+        time.sleep(float(response.headers["Retry-After"]))
+        took, response = timed(api, q, **params)
+    return took, response
+
+
 @pytest.mark.parametrize("mode", ["fulltext", "hybrid"])
 @pytest.mark.parametrize("shape", sorted(HOSTILE))
 def test_each_hostile_shape_answers_within_a_second_or_is_refused(
     api: Api, shape: str, mode: str
 ) -> None:
     timed(api, "release", mode=mode)  # warm: the query encoder is loaded by then
-    took, response = timed(api, HOSTILE[shape], mode=mode)
+    took, response = polite(api, HOSTILE[shape], mode=mode)
     if response.status_code == 400:
         assert "at most" in response.json()["detail"] or "budget" in response.json()["detail"]
         assert took < 1.0, f"{shape}: a 400 after {took:.2f} s"
@@ -100,15 +110,17 @@ def _p99(samples: list[float]) -> float:
 
 def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> None:
     """Quiet p99 and loaded p99 of tenant B's ``release`` (limit 5), measured in this run
-    while tenant A keeps 4 of its costliest admitted shapes in flight."""
+    while tenant A keeps 4 of its costliest admitted shapes in flight. A's client honours
+    ``Retry-After`` on a 429 (as HTTP clients' retry policies do): the per-caller cap on
+    expensive searches is what keeps A to its share, the clause bound what keeps each cheap."""
     simple = {"q": "release", "limit": 5}
+    admitted = [q for q in HOSTILE.values() if polite(api, q)[1].status_code == 200]
+    assert admitted, "no hostile shape is admitted: nothing to load the engine with"
     for _ in range(5):
         timed(api, token=TOKEN_B, **simple)  # type: ignore[arg-type]
     quiet = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(120)]  # type: ignore[arg-type]
     stop = threading.Event()
     statuses: list[int] = []
-    shapes = ["to:linux-mips* OR from:ralf* cache", HOSTILE["to-three-letters"],
-              HOSTILE["to-one-letter"], HOSTILE["word-one-letter"]]
 
     def hostile(q: str) -> None:
         with httpx.Client(timeout=60) as client:
@@ -117,9 +129,10 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
                                params={"q": q}, headers={"Authorization": f"Bearer {TOKEN_A}"})
                 statuses.append(r.status_code)
                 if r.status_code == 429:
-                    time.sleep(float(r.headers.get("Retry-After", "1")) / 10)
+                    stop.wait(float(r.headers["Retry-After"]))
 
-    threads = [threading.Thread(target=hostile, args=(q,)) for q in shapes]
+    threads = [threading.Thread(target=hostile, args=(admitted[i % len(admitted)],))
+               for i in range(4)]
     for t in threads:
         t.start()
     try:
@@ -134,4 +147,5 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
           f"{loaded_p99 * 1000:.1f} ms ({loaded_p99 / quiet_p99:.2f}x); hostile statuses "
           f"{ {s: statuses.count(s) for s in set(statuses)} }")
     assert 500 not in statuses and 503 not in statuses
+    assert statuses.count(200) > 10  # the load was real
     assert loaded_p99 <= 2 * quiet_p99, (quiet_p99, loaded_p99)

@@ -45,8 +45,19 @@ def test_only_costly_queries_are_expensive() -> None:
     assert is_expensive(parse(" OR ".join(f"to:{c}bc*" for c in "abcdefghijklmnop")))
 
 
+def test_a_caller_starts_at_most_its_rate_of_expensive_searches() -> None:
+    gate = ExpensiveGate(4, per_second=1.0)
+    for _ in range(2):  # the burst
+        with gate.admit("a", True):
+            pass
+    with pytest.raises(TooManyExpensive, match="retry after 1 s"), gate.admit("a", True):
+        pass
+    with gate.admit("b", True), gate.admit("a", False):
+        pass
+
+
 def test_a_caller_runs_at_most_its_share_of_expensive_searches() -> None:
-    gate = ExpensiveGate(1)
+    gate = ExpensiveGate(1, per_second=100.0)
     with gate.admit("a", True):
         with pytest.raises(TooManyExpensive), gate.admit("a", True):
             pass
