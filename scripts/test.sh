@@ -15,6 +15,7 @@ export SIDECAR_OPENSEARCH_HEAP=${SIDECAR_OPENSEARCH_HEAP:-1g}
 bash scripts/ensure-test-tools.sh || exit 1
 .venv/bin/sidecar stack up || { echo "test: the stack did not come up" >&2; exit 1; }
 trap '.venv/bin/sidecar stack down' EXIT
+bash scripts/ensure-deploy-tools.sh || { echo "test: the deploy tools (helm, cdk) did not install" >&2; exit 1; }
 .venv/bin/python -m pytest "$@"
 rc=$?
 if [ "$rc" -eq 5 ]; then
