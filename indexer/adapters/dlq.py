@@ -87,9 +87,10 @@ class DeadLetterStore:
                 TableName=self._table, **kwargs
             )
         except (ClientError, BotoCoreError) as exc:
-            if error_code(exc) == "ConditionalCheckFailedException":
-                raise
-            raise classify_error(exc) from exc
+            mapped = classify_error(exc)
+            if mapped is exc:
+                raise  # unexpected (a failed condition, access denied, no table): as is
+            raise mapped from exc
         return response
 
     def _key(self, entry_id: str) -> dict[str, Any]:
