@@ -18,7 +18,6 @@ from typing import Any
 
 from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.openapi.utils import get_openapi
 from fastapi.responses import JSONResponse
 
 from indexer.core.errors import ConfigurationError, TransientError
@@ -87,30 +86,27 @@ def create_app(
     if settings.console_enabled:
         console.mount(app)
     _errors(app)
-    app.openapi = lambda: _contract(app)  # type: ignore[method-assign]
+    app.openapi = _without_422(app.openapi)  # type: ignore[method-assign]
     app.middleware("http")(_access_log)
     return app
 
 
-def _contract(app: FastAPI) -> dict[str, Any]:
-    """The OpenAPI document, less FastAPI's 422: every route with parameters gets one, but
-    this API answers invalid parameters with 400 (``BadRequest``, see ``bad_params``), so a
-    422 there would be a status no client ever sees (FastAPI's "extending OpenAPI" way)."""
-    if app.openapi_schema is None:
-        schema = get_openapi(
-            title=app.title,
-            version=app.version,
-            description=app.description,
-            routes=app.routes,
-            tags=app.openapi_tags,
-        )
+def _without_422(openapi: Callable[[], dict[str, Any]]) -> Callable[[], dict[str, Any]]:
+    """FastAPI's document less its 422: every route with parameters gets one, but this API
+    answers invalid parameters with 400 (``BadRequest``, see ``bad_params``), so a 422 there
+    would be a status no client ever sees (FastAPI's "extending OpenAPI" way; FastAPI caches
+    the document, so after the first call there is nothing left to remove)."""
+
+    def document() -> dict[str, Any]:
+        schema = openapi()
         for operations in schema["paths"].values():
             for operation in operations.values():
                 operation["responses"].pop("422", None)
         for name in ("HTTPValidationError", "ValidationError"):
             schema.get("components", {}).get("schemas", {}).pop(name, None)
-        app.openapi_schema = schema
-    return app.openapi_schema
+        return schema
+
+    return document
 
 
 def _load_model(backends: Backends, attempts: int = 3) -> None:
@@ -154,7 +150,7 @@ def _errors(app: FastAPI) -> None:
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
         log.exception("unhandled error on %s", _route(request) or "<unmatched>")
-        return JSONResponse({"detail": "internal error"}, status_code=500)
+        return _answer(500, Problem(detail="internal error"))
 
 
 def _component(exc: TransientError) -> str:
