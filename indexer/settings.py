@@ -63,7 +63,33 @@ class Settings(BaseSettings):
     )
 
     # Engines.
-    opensearch_url: str = "http://127.0.0.1:9200"
+    opensearch_url: str = Field(
+        default="http://127.0.0.1:9200",
+        description="OpenSearch endpoint, or several nodes of one cluster as a comma list "
+        "(http://a:9200,http://b:9200): the client spreads requests over them and retries "
+        "another node when one is unreachable. Production: every data/coordinating node, or "
+        "one load-balanced endpoint (a domain).",
+    )
+    opensearch_shards: int = Field(
+        default=1, ge=1, le=1024,
+        description="number_of_shards of each new index (template, reindex targets); a change "
+        "applies to the next `sidecar reindex`. Production: about one shard per 10-50 GB of "
+        "index, at least one per data node that should share the writes.",
+    )
+    opensearch_replicas: int = Field(
+        default=0, ge=0, le=16,
+        description="number_of_replicas of each new index, applied to existing ones too when "
+        "the template is put. Keep 0 on one node (a replica never allocates there: the index "
+        "stays yellow). Production: 1 (2+ data nodes): a data node lost keeps every shard "
+        "searchable and writable.",
+    )
+    opensearch_wait_for_active_shards: str = Field(
+        default="1", pattern=r"^(all|[1-9][0-9]*)$",
+        description="Copies of a shard that must be active before a bulk write proceeds (1 = "
+        "the primary; all = every copy). Production: 1 with replicas 1 (writes continue while "
+        "a node is down; every in-sync copy still gets each write before it is acknowledged); "
+        "2 refuses writes (retried as transient) while only one copy is left.",
+    )
     opensearch_index: str = Field(
         default="mail", description="Alias readers use; also the index-family prefix."
     )
@@ -112,7 +138,21 @@ class Settings(BaseSettings):
         default=None, ge=1, description="Shards of each new collection (a cluster); unset = 1."
     )
     qdrant_replication_factor: int | None = Field(
-        default=None, ge=1, description="Copies of each shard (a cluster); unset = 1."
+        default=None, ge=1,
+        description="Copies of each shard (a cluster); unset = 1. Production: 2 on 3+ nodes "
+        "(a node lost keeps every shard readable and writable).",
+    )
+    qdrant_write_consistency_factor: int | None = Field(
+        default=None, ge=1,
+        description="Replicas that must acknowledge a write (a cluster); unset = 1. "
+        "Production: 1 with replication 2 (writes continue while a node is down); the embedded "
+        "store ignores it, like shards and replication.",
+    )
+    qdrant_read_consistency: str | None = Field(
+        default=None, pattern=r"^(all|majority|quorum|[1-9][0-9]*)$",
+        description="Replicas the API's vector searches ask (all, majority, quorum or a "
+        "number); unset = 1, the server's default: the fastest, and it keeps answering while a "
+        "replica is down. Production: unset, or majority when reads must see every write.",
     )
     qdrant_api_key: SecretStr | None = Field(
         default=None, description="API key of a secured Qdrant server (or Qdrant Cloud); secret."
@@ -297,6 +337,11 @@ class Settings(BaseSettings):
         return f"{self.queue_prefix}.vectors"
 
     @property
+    def opensearch_hosts(self) -> list[str]:
+        """The nodes of ``opensearch_url`` (one URL, or a comma list of them)."""
+        return [h.strip() for h in self.opensearch_url.split(",") if h.strip()]
+
+    @property
     def qdrant_embedded(self) -> bool:
         return not self.qdrant_url
 
@@ -307,6 +352,7 @@ class Settings(BaseSettings):
         layout = {
             "shard_number": self.qdrant_shard_number,
             "replication_factor": self.qdrant_replication_factor,
+            "write_consistency_factor": self.qdrant_write_consistency_factor,
         }
         return {k: v for k, v in layout.items() if v is not None}
 
