@@ -31,7 +31,12 @@ class RecordError(ValueError):
 
 
 class TransientError(RuntimeError):
-    """A failure that may succeed later (429, 5xx, timeouts, refused connections): retry."""
+    """A failure that may succeed later (429, 5xx, timeouts, refused connections): retry.
+
+    ``component`` names the engine where the one that asked it knows (the API's engine
+    doors set it as the error passes, so its 503 can say which engine without wrapping)."""
+
+    component: str | None = None
 
 
 class ConfigurationError(TransientError):
