@@ -32,11 +32,16 @@ class DynamoStore:
         self._people = ParticipantStore(client, state_table)
 
     # -- mail table ---------------------------------------------------------------------------
-    def get_items(self, keys: Iterable[Key]) -> dict[Key, dict[str, Any]]:
-        """Strongly consistent BatchGetItem of many keys, following UnprocessedKeys."""
+    def get_items(
+        self, keys: Iterable[Key], *, consistent: bool = True
+    ) -> dict[Key, dict[str, Any]]:
+        """BatchGetItem of many keys, following UnprocessedKeys; strongly consistent unless
+        ``consistent`` is off (the API's join, which re-reads its misses strongly)."""
         return {
             (item["PK"]["S"], item["SK"]["S"]): plain(item)
-            for item in batch_get(self._client, self._table, sorted(set(keys)))
+            for item in batch_get(
+                self._client, self._table, sorted(set(keys)), consistent=consistent
+            )
         }
 
     def read_states(
