@@ -23,7 +23,7 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="SIDECAR_", extra="ignore", frozen=True)
 
     # The user's mail store.
-    table: str = "aecs-mail"
+    table: str = Field(default="aecs-mail", description="The mail store's DynamoDB table.")
     state_table: str = Field(
         default="",
         description="Sidecar-owned table (participants, checkpoints); '' = '<table>-sidecar'.",
@@ -104,7 +104,7 @@ class Settings(BaseSettings):
         description="aoss only: how long a refresh waits for acknowledged writes to become "
         "searchable (collections have no _refresh) before failing as transient.",
     )
-    opensearch_username: str | None = None
+    opensearch_username: str | None = Field(default=None, description="Basic auth user.")
     opensearch_password: SecretStr | None = Field(
         default=None, description="Basic auth; never logged."
     )
@@ -130,7 +130,10 @@ class Settings(BaseSettings):
         description="Expensive searches one caller may start per second on average (a burst "
         "of twice that); more answer 429 with Retry-After.",
     )
-    redis_url: str = "redis://127.0.0.1:6379/0"
+    redis_url: str = Field(
+        default="redis://127.0.0.1:6379/0",
+        description="Celery broker and results (dead letters are in the sidecar's table).",
+    )
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
     qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")
     qdrant_collection: str = Field(default="mail", description="Prefix of the collection alias.")
@@ -170,21 +173,44 @@ class Settings(BaseSettings):
     )
 
     # Local stack.
-    state_dir: Path = Path(".sidecar")
-    moto_port: int = 5000
-    opensearch_heap: str = "512m"
+    state_dir: Path = Field(
+        default=Path(".sidecar"),
+        description="Local stack only (tooling): logs, pid files, data.",
+    )
+    moto_port: int = Field(default=5000, description="Local stack only: the moto server's port.")
+    opensearch_heap: str = Field(
+        default="512m", description="Local stack only: the OpenSearch node's heap."
+    )
 
     # Pipeline.
-    queue_prefix: str = "sidecar"
-    batch_messages: int = Field(default=64, ge=1, le=500)
-    max_retries: int = Field(default=8, ge=0)
-    retry_backoff_max_s: int = 120
+    queue_prefix: str = Field(
+        default="sidecar",
+        description="Queues <prefix>.fulltext and <prefix>.vectors; the dead letters' "
+        "partition DLQ#<prefix>.",
+    )
+    batch_messages: int = Field(default=64, ge=1, le=500, description="Messages per task.")
+    max_retries: int = Field(
+        default=8, ge=0,
+        description="Retries of a batch failing unexpectedly before it is dead-lettered.",
+    )
+    retry_backoff_max_s: int = Field(
+        default=120, description="Cap of the jittered backoff between retries, in seconds."
+    )
     # Transient failures (an engine down) are retried this long before dead-lettering.
-    transient_retry_budget_s: int = Field(default=3600, ge=0)
-    visibility_timeout_s: int = 900
-    embed_batch_size: int = Field(default=32, ge=1)
-    embed_max_tokens: int = Field(default=256, ge=16, le=512)
-    embed_threads: int = Field(default=2, ge=1)
+    transient_retry_budget_s: int = Field(
+        default=3600, ge=0,
+        description="How long a batch failing transiently (an engine down) is retried, in "
+        "seconds; configuration errors (401/403) are retried without a deadline.",
+    )
+    visibility_timeout_s: int = Field(
+        default=900, description="Seconds before a dead worker's unacked task is redelivered."
+    )
+    embed_batch_size: int = Field(default=32, ge=1, description="Texts per encoder batch.")
+    embed_max_tokens: int = Field(
+        default=256, ge=16, le=512,
+        description="Encoder truncation; named in the collection (a change is a reindex).",
+    )
+    embed_threads: int = Field(default=2, ge=1, description="Threads of the encoder.")
     embed_dtype: Literal["auto", "float32", "bfloat16"] = Field(
         default="auto",
         description="Model precision; auto = bfloat16 where the CPU has native bfloat16.",
@@ -249,8 +275,10 @@ class Settings(BaseSettings):
     )
 
     # API.
-    api_host: str = "127.0.0.1"
-    api_port: int = 8080
+    api_host: str = Field(
+        default="127.0.0.1", description="Address `sidecar serve` listens on (`--host`)."
+    )
+    api_port: int = Field(default=8080, description="Port `sidecar serve` listens on (`--port`).")
     api_tokens: str | None = Field(
         default=None,
         description="JSON object: hex SHA-256 of a bearer token -> list of readable mailbox ids.",
