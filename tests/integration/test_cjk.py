@@ -1,6 +1,6 @@
 """Chinese and Japanese mail searchable as words (issue 16): mapping v3 (cjk_width +
 cjk_bigram from analysis-common) is the default, and an index of v2 reaches it through
-``sidecar reindex`` — run as the README documents it."""
+``sidecar reindex`` — run as docs/query-syntax.md documents it."""
 
 from __future__ import annotations
 

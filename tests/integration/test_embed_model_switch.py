@@ -1,6 +1,6 @@
 """A change of embedded text, then of model, end to end: mail indexed with the shipped MiniLM
 and the default recipe (subject-forai); ``sidecar reindex --vectors --recipe forai`` and back
-with ``sidecar reindex --vectors`` (the commands as the README writes them), searching in
+with ``sidecar reindex --vectors`` (the commands as docs/encoder.md writes them), searching in
 between; then ``reindex --vectors --model`` to a second model the test builds (a tiny random
 BERT, 48 dimensions), semantic searches answered with the new model's vectors, then rolled back
 to MiniLM. The stored MiniLM vectors are checked to be the embedding of the subject-forai text.

@@ -1,5 +1,5 @@
 """Scale-out on one stack: two full-text workers on one queue and two API processes give the
-same answers, and no task is done twice (README, "Running past one machine").
+same answers, and no task is done twice (docs/operations/scaling.md).
 
 What runs: ``sidecar worker --role fulltext`` twice (each its own Celery worker on the same
 queue, each serving ``/metrics``); API process A, ``sidecar serve``, which in embedded mode is

@@ -58,7 +58,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = home / "env"
     _run(UV, "venv", "--python", sys.executable, env_dir, cwd=home)
     requirements = home / "requirements.txt"
-    # The production install (README): the runtime with the ONNX encoder, no torch.
+    # The production install (docs/getting-started.md): the runtime with the ONNX encoder, no torch.
     _run(UV, "export", "--frozen", "--no-dev", "--package", "mail-search-sidecar",
          "--extra", "vectors", "--no-emit-project", "--no-emit-workspace",
          "--output-file", requirements, cwd=ROOT)
@@ -117,7 +117,7 @@ def test_a_worker_from_the_installed_wheel_indexes_a_message(
            **to_env(settings), "HF_HUB_OFFLINE": "1", "PYTHONPATH": ""}
     sidecar = str(installed / "bin" / "sidecar")
     # The encoder's graph is made where torch is (the image's build stage; here the dev
-    # environment), as the README's install says: `sidecar export-onnx`.
+    # environment), as docs/encoder.md says: `sidecar export-onnx`.
     _run(ROOT / ".venv" / "bin" / "sidecar", "export-onnx", cwd=tmp_path, env=env, timeout=600)
     # both roles: `ingest --wait` waits for the full-text and the vectors tasks
     worker = subprocess.Popen([sidecar, "worker"], cwd=tmp_path, env=env,
