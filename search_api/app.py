@@ -1,9 +1,11 @@
 """FastAPI application: routes are thin; errors are mapped to HTTP in one place.
 
-The handlers below are that place: a query or cursor to fix is a 400, invalid parameters are
-a 400 too (never FastAPI's 422, which the OpenAPI document therefore does not list), and any
-of the core's :class:`~indexer.core.errors.TransientError` family — an engine down, or one
-that refused the sidecar's credentials — is a 503 naming the engine where it is known. Their
+:func:`answer_error` is that place: a query or cursor to fix is a 400, invalid parameters are
+a 400 too (never FastAPI's 422, which the OpenAPI document therefore does not list), a
+message the mailbox lacks a 404, and any of the core's
+:class:`~indexer.core.errors.TransientError` family — an engine down, or one that refused the
+sidecar's credentials — is a 503 naming the engine where it is known. Nothing on the way
+wraps an error for it. Their
 bodies are built from :mod:`search_api.models`, the same models the document shows."""
 
 from __future__ import annotations
@@ -20,7 +22,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from indexer.core.errors import ConfigurationError, TransientError
+from indexer.core.errors import ConfigurationError, PoisonError, TransientError
 from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
 from search_api import console
@@ -31,6 +33,7 @@ from search_api.models import BadRequest, ParamError, Problem
 from search_api.query import QueryError
 from search_api.repair import NoRepairs, RepairSink
 from search_api.routes import router
+from search_api.service import NotFound
 
 log = logging.getLogger("search_api")
 MODES = frozenset({"fulltext", "semantic", "hybrid"})
@@ -121,31 +124,15 @@ def _load_model(backends: Backends, attempts: int = 3) -> None:
             time.sleep(1.0)
 
 
+CORE_ERRORS: tuple[type[Exception], ...] = (
+    QueryError, CursorError, PoisonError, RequestValidationError, NotFound, TransientError
+)
+
+
 def _errors(app: FastAPI) -> None:
-    @app.exception_handler(QueryError)
-    async def bad_query(_: Request, exc: QueryError) -> JSONResponse:
-        return _answer(400, BadRequest(detail=exc.message, position=exc.position))
-
-    @app.exception_handler(CursorError)
-    async def bad_cursor(_: Request, exc: CursorError) -> JSONResponse:
-        return _answer(400, BadRequest(detail=str(exc)))
-
-    @app.exception_handler(RequestValidationError)
-    async def bad_params(_: Request, exc: RequestValidationError) -> JSONResponse:
-        errors = [ParamError(loc=e.get("loc", ()), msg=e.get("msg", "")) for e in exc.errors()]
-        return _answer(400, BadRequest(detail="invalid parameters", errors=errors))
-
-    @app.exception_handler(TransientError)
-    async def unavailable(request: Request, exc: TransientError) -> JSONResponse:
-        component = _component(exc)
-        refused = next(
-            (e for e in (exc, exc.__cause__) if isinstance(e, ConfigurationError)), None
-        )
-        if refused is not None:  # the caller may only retry; the operator must fix it
-            log.error("%s refused the sidecar: %s", component, refused.reason)
-        else:
-            log.warning("unavailable on %s: %s", _route(request) or "<unmatched>", exc)
-        return _answer(503, Problem(detail=f"{component} is unavailable"), {"Retry-After": "5"})
+    """One handler for the core's error kinds (:func:`answer_error`), one for the rest."""
+    for kind in CORE_ERRORS:
+        app.add_exception_handler(kind, answer_error)
 
     @app.exception_handler(Exception)
     async def unexpected(request: Request, exc: Exception) -> JSONResponse:
@@ -153,9 +140,35 @@ def _errors(app: FastAPI) -> None:
         return _answer(500, Problem(detail="internal error"))
 
 
+async def answer_error(request: Request, exc: Exception) -> JSONResponse:
+    """The one place an error becomes a status: a query, cursor or parameter to fix, or a
+    query an engine refused as it is (poison), is a 400; what the request names and the
+    mailbox lacks is a 404; the core's transient family (an engine down, or one that refused
+    the sidecar's credentials) is a 503 naming the engine where the door it passed knew it."""
+    if isinstance(exc, QueryError):
+        return _answer(400, BadRequest(detail=exc.message, position=exc.position))
+    if isinstance(exc, PoisonError):  # the whole query (no one place in it) is too costly
+        return _answer(400, BadRequest(detail=str(exc), position=0))
+    if isinstance(exc, CursorError):
+        return _answer(400, BadRequest(detail=str(exc)))
+    if isinstance(exc, RequestValidationError):
+        errors = [ParamError(loc=e.get("loc", ()), msg=e.get("msg", "")) for e in exc.errors()]
+        return _answer(400, BadRequest(detail="invalid parameters", errors=errors))
+    if isinstance(exc, NotFound):
+        return _answer(404, Problem(detail=str(exc)))
+    assert isinstance(exc, TransientError), exc  # CORE_ERRORS: nothing else is registered
+    component = _component(exc)
+    refused = next((e for e in (exc, exc.__cause__) if isinstance(e, ConfigurationError)), None)
+    if refused is not None:  # the caller may only retry; the operator must fix it
+        log.error("%s refused the sidecar: %s", component, refused.reason)
+    else:
+        log.warning("unavailable on %s: %s", _route(request) or "<unmatched>", exc)
+    return _answer(503, Problem(detail=f"{component} is unavailable"), {"Retry-After": "5"})
+
+
 def _component(exc: TransientError) -> str:
-    """The engine a failure names (``BackendUnavailable``, ``ConfigurationError``), else
-    that of the failure it wraps; "a backend" where none is known."""
+    """The engine a failure names (set by the door it passed, or by the adapter), else that
+    of the failure it came from; "a backend" where none is known."""
     for cause in (exc, exc.__cause__):
         component = getattr(cause, "component", None)
         if isinstance(component, str) and component:

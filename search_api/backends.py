@@ -1,23 +1,31 @@
-"""The API's adapters, built once per process (FastAPI lifespan) from settings.
+"""The API's adapters, built once per process (FastAPI lifespan) from settings, and its doors
+to the engines.
 
 Adapters come from :mod:`indexer.adapters.factories`, one cache per process: in
 embedded-Qdrant mode the API process is also the vectors consumer (see ``search_api.serve``),
 so the vector index here and the one the vectors task uses are the same object. Read-repair
 goes through the :class:`~search_api.repair.RepairSink` port the serve command wires.
+
+Every engine call of the API passes one door here (:meth:`Backends.text_search`,
+:meth:`Backends.rows`, :meth:`Backends.ask_vectors`): a failure of the core's family leaves
+it as the same exception, with the engine named (:func:`naming`), for the app's one handler.
 """
 
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable, Iterable
+import time
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, TypeVar
 
 from indexer.adapters import factories
+from indexer.adapters import vector_targets as vt
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import Embedder
+from indexer.adapters.embedder import Embedder, build_embedder, model_catalog
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError, VectorIndex
 from indexer.adapters.query_batch import QueryBatcher
@@ -28,17 +36,41 @@ from search_api.limits import ExpensiveGate
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 
 T = TypeVar("T")
+# How long a Qdrant server's read alias is taken as resolved (an alias move is seen by
+# searches within it; the collection a move leaves is kept for rollback, so they still
+# answer, from a consistent pair). The embedded store's aliases are in memory: asked always.
+READ_TARGET_TTL_S = 2.0
 
 
 class BackendUnavailable(TransientError):
-    """A core failure with the engine it came from: the adapters' :class:`TransientError`
-    does not say which engine, so the one place that calls an engine for the API raises this
-    instead (``component`` is what the 503 names). A TransientError like any other, so the
-    app's one handler for that family (``app.py``) answers it; nothing else needs to know."""
+    """An engine this replica cannot use at all (the store never opened here, held by
+    another process, or of an older layout): a failure that starts here, with its engine."""
 
     def __init__(self, component: str, detail: str = "") -> None:
         super().__init__(f"{component} unavailable {detail}".strip())
         self.component = component
+
+
+@contextmanager
+def naming(component: str) -> Iterator[None]:
+    """Name the engine on a failure of the core's family as it passes (the adapters' errors
+    do not say which engine): the same exception goes on, never wrapped."""
+    try:
+        yield
+    except TransientError as exc:
+        if exc.component is None:
+            exc.component = component
+        raise
+
+
+@dataclass(frozen=True)
+class ReadTarget:
+    """The collection behind the read alias and the model spec that embedded it, resolved
+    together: a query embedded by one is searched in the other, even while the alias moves."""
+
+    collection: str
+    model: str
+    cached: bool = False  # taken from the cache (else resolved by this request)
 
 
 @dataclass
@@ -50,12 +82,14 @@ class Backends:
     serves_vectors: bool = True
     repairs: RepairSink = field(default_factory=NoRepairs)
     model_loaded: threading.Event = field(default_factory=threading.Event)
+    read_target_ttl_s: float = READ_TARGET_TTL_S  # on a Qdrant server (see read_target)
 
     def __post_init__(self) -> None:
         self._guarded = GuardedRepairs(self.repairs)
         self._model_lock = threading.Lock()
         self._batchers: dict[int, QueryBatcher] = {}  # by id of the (cached) embedder
         self._legs = ThreadPoolExecutor(max_workers=16, thread_name_prefix="search-leg")
+        self._target: tuple[float, ReadTarget] | None = None
 
     def concurrently(
         self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
@@ -67,8 +101,15 @@ class Backends:
     @property
     def opensearch(self) -> OpenSearchIndex:
         """Cached once it could be built; a failure to build it (the cluster down) surfaces
-        where searches call it, ``service.os_search``, which names the engine."""
+        where searches call it, :meth:`text_search`, which names the engine."""
         return factories.fulltext_index(self.settings)
+
+    def text_search(self, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
+        """One search within the time budget the engine enforces (``SIDECAR_SEARCH_TIMEOUT_MS``;
+        over it, or refused, the adapter's PoisonError: the caller's 400); the API's one door
+        to OpenSearch."""
+        with naming("opensearch"):
+            return self.opensearch.search(mailbox, body, budget_ms=self.settings.search_timeout_ms)
 
     def require_vectors(self) -> None:
         """503 at once on a replica that never opens the store (before embedding a query)."""
@@ -79,11 +120,19 @@ class Backends:
     def vectors(self) -> VectorIndex:
         self.require_vectors()
         try:
-            index = factories.vector_index(self.settings)
-        except (TransientError, StoreBusyError, LegacyStoreError) as exc:
+            with naming("qdrant"):
+                index = factories.vector_index(self.settings)
+        except (StoreBusyError, LegacyStoreError) as exc:  # not the core's: said as one
             raise BackendUnavailable("qdrant", str(exc)) from exc
         self._opened_vectors = True
         return index
+
+    def ask_vectors(self, call: Callable[[VectorIndex], T], collection: str | None = None) -> T:
+        """The API's one door to the vector store: ``call`` on the read alias, or on
+        ``collection`` by name (a :class:`ReadTarget`'s)."""
+        index = self.vectors
+        with naming("qdrant"):
+            return call(vt.bound(index, collection) if collection else index)
 
     def close(self) -> None:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
@@ -106,27 +155,48 @@ class Backends:
         if self.serves_vectors:
             self.embedder  # noqa: B018 - loads it
 
-    def query_embedder(self) -> Embedder:
-        """The encoder of the collection behind the read alias: during a change of model,
-        and after a rollback, queries are embedded by the model that embedded the mail."""
-        from indexer.adapters import vector_targets as vt
-        from indexer.adapters.embedder import build_embedder, model_catalog
-
-        index, settings = self.vectors, self.settings
+    def read_target(self, *, fresh: bool = False) -> ReadTarget:
+        """The read alias's collection and its model: on a Qdrant server resolved once per
+        :attr:`read_target_ttl_s` (not one ``aliases`` round trip per query), or now with
+        ``fresh``; a query that fails on a cached target forgets it
+        (:meth:`forget_read_target`)."""
+        now = time.monotonic()
+        known = self._target
+        ttl = self.read_target_ttl_s if self.settings.qdrant_url else 0.0
+        if not fresh and known is not None and now - known[0] < ttl:
+            return ReadTarget(known[1].collection, known[1].model, cached=True)
+        settings = self.settings
         catalog = model_catalog(settings.embed_model, settings.embed_models)
-        try:  # reads the alias: the store may fail, or name a collection no model makes
-            encoder = vt.read_encoder(index, catalog, settings.embed_max_tokens)
-        except (ValueError, TransientError) as exc:
-            raise BackendUnavailable("qdrant", str(exc)) from exc
-        spec = catalog[encoder.slug].spec
-        if spec == settings.embed_model:
-            return self.embedder
-        return build_embedder(settings, model=spec)
 
-    def embed_query(self, text: str) -> list[float]:
-        """The query's vector by the read collection's model, encoded in one pass with the
+        def resolve(index: VectorIndex) -> ReadTarget:
+            collection = vt.members(index).get(index.alias) or index.collection
+            encoder = vt.encoder_of(index, collection, catalog, settings.embed_max_tokens)
+            return ReadTarget(collection, catalog[encoder.slug].spec)
+
+        try:  # the store may fail, or name a collection no model of this process makes
+            target = self.ask_vectors(resolve)
+        except ValueError as exc:
+            raise BackendUnavailable("qdrant", str(exc)) from exc
+        self._target = (now, target)
+        return target
+
+    def forget_read_target(self, target: ReadTarget) -> None:
+        """Drop the cached target if it is still ``target`` (a miss on it)."""
+        known = self._target
+        if known is not None and known[1].collection == target.collection:
+            self._target = None
+
+    def query_embedder(self, target: ReadTarget) -> Embedder:
+        """The encoder of the target collection: during a change of model, and after a
+        rollback, queries are embedded by the model that embedded the mail."""
+        if target.model == self.settings.embed_model:
+            return self.embedder
+        return build_embedder(self.settings, model=target.model)
+
+    def embed_query(self, text: str, target: ReadTarget) -> list[float]:
+        """The query's vector by the target collection's model, encoded in one pass with the
         other requests' queries that wait (:mod:`indexer.adapters.query_batch`)."""
-        embedder = self.query_embedder()
+        embedder = self.query_embedder(target)
         with self._model_lock:
             batcher = self._batchers.get(id(embedder))
             if batcher is None:
@@ -144,12 +214,12 @@ class Backends:
     def store(self) -> DynamoStore:
         return factories.store(self.settings)
 
-    def rows(self, keys: list[tuple[str, str]]) -> dict[tuple[str, str], dict[str, Any]]:
-        """Hot items by (pk, sk), absent ones left out: the API's one read of the table."""
-        try:
-            return self.store.get_items(keys)
-        except TransientError as exc:
-            raise BackendUnavailable("dynamodb", str(exc)) from exc
+    def rows(
+        self, keys: Sequence[tuple[str, str]], *, consistent: bool = True
+    ) -> dict[tuple[str, str], dict[str, Any]]:
+        """Items by (pk, sk), absent ones left out: the API's one door to the table."""
+        with naming("dynamodb"):
+            return self.store.get_items(keys, consistent=consistent)
 
     def repair(self, refs: Iterable[MessageRef]) -> None:
         """Ask for stale hits to be repaired: de-duplicated, and never failing the search."""

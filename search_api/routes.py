@@ -13,14 +13,11 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from indexer.adapters.tables import MissingTableError
-from indexer.core.plan import MessageRef
-from search_api import limits, pages, service
+from search_api import limits, service
 from search_api.auth import authorized_mailbox
 from search_api.backends import Backends
 from search_api.models import RETRY_AFTER, Health, Readiness, SearchPage, SimilarPage, errors
 from search_api.query import MAX_QUERY_LENGTH, parse
-from search_api.similar import similar as similar_messages
-from search_api.similar import stored
 
 router = APIRouter()
 _HEX64 = re.compile(r"[0-9a-f]{64}")
@@ -149,11 +146,11 @@ def search(
     mailbox; see the syntax above."""
     if len(q) > MAX_QUERY_LENGTH:
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
-    req = pages.SearchRequest(q, parse(q), mode, limit, cursor, collapse, sort)
+    req = service.SearchRequest(q, parse(q), mode, limit, cursor, collapse, sort)
     caller = limits.caller_key(request.headers.get("authorization"))
     try:
         with b.expensive_gate.admit(caller, limits.is_expensive(req.node)):
-            result = pages.search(b, request.app.state.cursors, mailbox, req)
+            result = service.search(b, request.app.state.cursors, mailbox, req)
     except limits.TooManyExpensive as exc:
         raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
     request.state.results = len(result.hits)
@@ -183,16 +180,10 @@ def similar(
     mailing-list threads it ranks a message's thread-mates higher than *more like this* or
     the vectors alone (same-thread recall@10 in ``docs/quality.md``).
     """
-    ref = MessageRef(mailbox, message_key)
-    meta = stored(b, ref) if _HEX64.fullmatch(message_key) else None
-    if meta is None:
-        raise HTTPException(404, "no such message in this mailbox")
-    thread = str(meta.get("thread_key")) if exclude_thread else None
-    ranked = similar_messages(b, ref, limit=limit, exclude_thread=thread)
-    joined = service.join_rows(b, mailbox, ranked)
-    request.state.results = len(joined)
-    scored = service.policy_scores(b.settings, [c for c, _ in joined], 0)
-    hits = [
-        service.render(c, row, "semantic", s) for (c, row), s in zip(joined, scored, strict=True)
-    ]
-    return SimilarPage.model_validate({"hits": hits})
+    if not _HEX64.fullmatch(message_key):  # no key of this form: nothing to look up
+        raise service.NotFound("no such message in this mailbox")
+    page = service.similar_page(
+        b, mailbox, message_key, limit=limit, exclude_thread=exclude_thread
+    )
+    request.state.results = len(page.hits)
+    return page

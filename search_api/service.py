@@ -1,36 +1,37 @@
-"""Search orchestration: engine candidates → page → join to hot rows (with repair).
+"""The search slice: one request, start to end — the mailbox's word weights, the cursor, the
+candidates of each leg, fusion, collapse, paging, the page's snippets, the join to the hot
+rows, and the hits and next cursor as the API shows them.
 
-Paging: full-text (without collapse) pages with OpenSearch ``search_after`` — stable, no
-deep offsets. Semantic, hybrid and thread-collapsed results page through a bounded candidate
-list (``DEPTH``) by offset; the cursor says where, and the list is recomputed
-deterministically per request.
+The route parses, authorises and renders; everything a page is made of is decided here, in
+one pass, top to bottom. Below it: :mod:`.candidates` asks the engines, :mod:`.hits` joins and
+renders, :mod:`.backends` is the door every engine call passes.
+
+Paging: full-text pages without collapse page with OpenSearch ``search_after`` (stable, no
+deep offsets) where their sort values may travel in the cursor; semantic, hybrid and
+collapsed pages through a bounded candidate list (``DEPTH``) by offset; the cursor says
+where, and the list is recomputed deterministically per request.
 """
 
 from __future__ import annotations
 
 import copy
-from dataclasses import dataclass, field
-from typing import Any
+from dataclasses import dataclass, replace
+from typing import Any, Literal
 
-from indexer.core.errors import PoisonError, TransientError
-from indexer.core.items import message_sk, thread_pk
+from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
-from indexer.metrics import MALFORMED_FIELDS
-from indexer.settings import Settings
-from search_api.backends import Backends, BackendUnavailable
-from search_api.cursor import CursorError
-from search_api.query import (
-    HybridTuning,
-    Node,
-    QueryError,
-    build_search_body,
-    free_text,
-    page_highlight_body,
-    rrf,
-    vector_filter,
-)
-from search_api.vector_search import search as vector_search
+from search_api import candidates as legs
+from search_api import cursor as cursors
+from search_api import hits
+from search_api.backends import Backends
+from search_api.candidates import Candidate
+from search_api.models import SearchPage, SimilarPage
+from search_api.query import HybridTuning, Node, rrf, sort_spec
+from search_api.similar import similar
+from search_api.vector_search import own_point
+from search_api.weighing import mailbox_weighted
 
+Mode = Literal["fulltext", "semantic", "hybrid"]
 DEPTH = 200  # candidates per engine for semantic / collapsed pages
 # Hybrid search as shipped, tuned on the semantic query set's tune half (`sidecar eval
 # --semantic --tune`, docs/quality.md): any one free word admits a full-text candidate, and the
@@ -38,184 +39,111 @@ DEPTH = 200  # candidates per engine for semantic / collapsed pages
 HYBRID = HybridTuning(
     k=60, text_weight=0.25, vector_weight=1.0, text_depth=100, vector_depth=100, any_words="1"
 )
-ROW_FIELDS = (
-    "message_id",
-    "thread_id",
-    "subject",
-    "date",
-    "ts",
-    "forai",
-    "attachment_count",
-    "size_bytes",
-    "spec_version",
-    "in_reply_to",
-    "clean_fallback",
-)
-THREAD_SIZE = "thread_messages"  # messages in the hit's thread (the thread summary's count)
 
 
-@dataclass
-class Candidate:
-    message_key: str
-    thread_key: str
-    ts: int
-    score: float
-    highlights: dict[str, list[str]] | None = None
-    thread_hits: int | None = None
-    sort: list[Any] = field(default_factory=list)
+class NotFound(LookupError):
+    """What the request names is not in the caller's mailbox (the app answers 404)."""
 
 
-def os_search(backends: Backends, mailbox: str, body: dict[str, Any]) -> list[dict[str, Any]]:
-    """One search within the time budget the engine enforces (``SIDECAR_SEARCH_TIMEOUT_MS``):
-    over it, or refused, it is the caller's 400; the engine down (or not reached when the index
-    is first built) is a 503 naming it: the API's one place that names OpenSearch."""
-    try:
-        return backends.opensearch.search(
-            mailbox, body, budget_ms=backends.settings.search_timeout_ms
+@dataclass(frozen=True)
+class SearchRequest:
+    """What the caller asked for (``q`` already parsed into ``node``)."""
+
+    q: str
+    node: Node
+    mode: Mode = "fulltext"
+    limit: int = 20
+    cursor: str | None = None
+    collapse: Literal["thread"] | None = None
+    sort: Literal["relevance", "date"] = "relevance"
+
+
+def search(
+    b: Backends, codec: cursors.CursorCodec, mailbox: str, req: SearchRequest
+) -> SearchPage:
+    """The page of hits and the cursor of the next one (None on the last page)."""
+    request_id = cursors.fingerprint(mailbox, req.q, req.mode, req.collapse, req.sort)
+    if req.mode != "semantic" and req.sort == "relevance":  # the mailbox's own word counts
+        req = replace(req, node=mailbox_weighted(b, mailbox, req.node))
+    # search_after pages carry their sort values in the cursor: only where they hold no
+    # engine score (date order), or where scores may be shown (see the score policy).
+    paged_after = (
+        req.mode == "fulltext"
+        and req.collapse is None
+        and (req.sort == "date" or b.settings.expose_scores)
+    )
+    sort_keys = len(sort_spec(sort_by_date=req.sort == "date")) if paged_after else None
+    position = codec.decode(req.cursor, request_id, sort_keys=sort_keys) if req.cursor else {}
+    first_rank = int(position.get("n", position.get("o", 0)))
+    if paged_after:
+        page, next_position = _after_page(b, mailbox, req, position, first_rank)
+    else:
+        page, next_position = _offset_page(b, mailbox, req, int(position.get("o", 0)))
+    if req.mode == "hybrid":  # its candidates came without snippets: only the page gets them
+        legs.highlight_page(b, mailbox, req.node, page)
+    joined, _ = hits.join_rows(b, mailbox, page)
+    return SearchPage.model_validate({
+        "hits": hits.shown(b.settings, joined, req.mode, first_rank),
+        "next_cursor": codec.encode(request_id, next_position) if next_position else None,
+    })
+
+
+def _after_page(
+    b: Backends, mailbox: str, req: SearchRequest, position: dict[str, Any], first_rank: int
+) -> tuple[list[Candidate], dict[str, Any] | None]:
+    body = legs.fulltext_body(
+        mailbox, req.node, size=req.limit + 1, by_date=req.sort == "date",
+        search_after=position.get("a"),
+    )
+    found = legs.fulltext(b, mailbox, body)
+    page, more = found[: req.limit], len(found) > req.limit
+    return page, ({"a": page[-1].sort, "n": first_rank + len(page)} if more and page else None)
+
+
+def _offset_page(
+    b: Backends, mailbox: str, req: SearchRequest, offset: int
+) -> tuple[list[Candidate], dict[str, Any] | None]:
+    ranked = _candidates(b, mailbox, req, offset)
+    page, more = ranked[: req.limit], len(ranked) > req.limit
+    return page, ({"o": offset + req.limit} if more else None)
+
+
+def _candidates(b: Backends, mailbox: str, req: SearchRequest, offset: int) -> list[Candidate]:
+    """The ranked list from ``offset`` on (at most ``limit + 1``), for offset-paged modes."""
+    if req.mode == "fulltext":
+        body = legs.fulltext_body(
+            mailbox, req.node, size=req.limit + 1, by_date=req.sort == "date",
+            collapse=req.collapse is not None, offset=offset,
         )
-    except PoisonError as exc:  # the request, not the engine: a 400 (never "retry later")
-        raise QueryError(0, str(exc)) from exc
-    except TransientError as exc:
-        raise BackendUnavailable("opensearch", str(exc)) from exc
-
-
-def from_hit(hit: dict[str, Any]) -> Candidate:
-    src = hit["_source"]
-    inner = hit.get("inner_hits", {}).get("thread_hits", {}).get("hits", {}).get("total", {})
-    return Candidate(
-        message_key=src["message_key"],
-        thread_key=src["thread_key"],
-        ts=int(src["ts"]),
-        score=float(hit.get("_score") or 0.0),
-        highlights=_highlights(hit.get("highlight") or {}),
-        thread_hits=inner.get("value"),
-        sort=list(hit.get("sort", [])),
+        return legs.fulltext(b, mailbox, body)
+    ranked = (
+        legs.semantic(b, mailbox, req.node, DEPTH)
+        if req.mode == "semantic"
+        else hybrid(b, mailbox, req.node)
     )
-
-
-def _highlights(raw: dict[str, list[str]]) -> dict[str, list[str]]:
-    """One snippet list per field: a sub-field's variant when only it marks the match."""
-    merged: dict[str, list[str]] = {}
-    for name in ("subject", "clean"):
-        variants = [raw.get(f"{name}{suffix}") for suffix in ("", ".exact", ".parts")]
-        marked = [f for f in variants if f and any("<mark>" in x for x in f)]
-        best = marked[0] if marked else next((f for f in variants if f), None)
-        if best:
-            merged[name] = best
-    return merged
-
-
-def fulltext(
-    backends: Backends,
-    mailbox: str,
-    node: Node,
-    *,
-    size: int,
-    by_date: bool,
-    collapse: bool,
-    search_after: list[Any] | None,
-    offset: int,
-    any_words: str | None = None,
-    highlight: bool = True,
-) -> list[Candidate]:
-    """One page of full-text hits (with their snippets unless ``highlight`` is off)."""
-    body = fulltext_body(
-        mailbox,
-        node,
-        size=size,
-        by_date=by_date,
-        collapse=collapse,
-        search_after=search_after,
-        offset=offset,
-        any_words=any_words,
-        highlight=highlight,
-    )
-    return [from_hit(h) for h in os_search(backends, mailbox, body)]
-
-
-def fulltext_body(
-    mailbox: str,
-    node: Node,
-    *,
-    size: int,
-    by_date: bool,
-    collapse: bool = False,
-    search_after: list[Any] | None = None,
-    offset: int = 0,
-    any_words: str | None = None,
-    highlight: bool = True,
-) -> dict[str, Any]:
-    """The search body, or :class:`QueryError` (too big: a 400 naming the limit) /
-    :class:`CursorError` (a page the engine would refuse: a forged or stale cursor)."""
-    try:
-        return build_search_body(
-            node,
-            mailbox,
-            size=size,
-            sort_by_date=by_date,
-            search_after=search_after,
-            collapse_threads=collapse,
-            offset=offset,
-            any_words=any_words,
-            highlight=highlight,
-        )
-    except QueryError:
-        raise
-    except ValueError as exc:
-        raise CursorError(str(exc)) from exc
-
-
-def highlight_page(backends: Backends, mailbox: str, node: Node, page: list[Candidate]) -> None:
-    """Snippets for a page whose candidates were fetched without them (hybrid: its 100
-    full-text candidates are not highlighted, only the page shown), in one request."""
-    keys = [c.message_key for c in page]
-    if not keys or not free_text(node).strip():
-        return
-    hits = os_search(backends, mailbox, page_highlight_body(node, mailbox, keys))
-    found = {h["_source"]["message_key"]: _highlights(h.get("highlight") or {}) for h in hits}
-    for c in page:
-        c.highlights = found.get(c.message_key, c.highlights)
-
-
-def _embed(backends: Backends, text: str) -> list[float]:
-    """The query's vector, by the model of the collection searches read (its query prompt)."""
-    return backends.embed_query(text)
-
-
-def semantic(backends: Backends, mailbox: str, node: Node, depth: int = DEPTH) -> list[Candidate]:
-    text = free_text(node)
-    if not text.strip():
-        return []
-    backends.require_vectors()
-    points = vector_search(backends, _embed(backends, text), vector_filter(node, mailbox), depth)
-    return [from_point(p) for p in points]
-
-
-def from_point(point: Any) -> Candidate:
-    payload = point.payload or {}
-    return Candidate(
-        str(payload["message_key"]),
-        str(payload["thread_key"]),
-        int(payload["ts"]),
-        float(point.score),
-    )
+    if req.collapse:
+        ranked = collapse_threads(ranked)
+    if req.sort == "date":
+        ranked.sort(key=lambda c: (-c.ts, c.message_key))
+    return ranked[offset : offset + req.limit + 1]
 
 
 def hybrid(
-    backends: Backends, mailbox: str, node: Node, tuning: HybridTuning = HYBRID
+    b: Backends, mailbox: str, node: Node, tuning: HybridTuning = HYBRID
 ) -> list[Candidate]:
     """Reciprocal rank fusion of the full-text and semantic rankings on message_key (see
-    :data:`HYBRID`: the full-text leg needs only some of the free words). The full-text leg
-    runs beside the semantic one (encode + vector search): the request waits for the slower."""
+    :data:`HYBRID`: the full-text leg needs only some of the free words, and fetches no
+    snippets). The full-text leg runs beside the semantic one (encode + vector search): the
+    request waits for the slower."""
     # Built (and bounded) before anything runs: an over-limit query is a 400 at once, not
     # after the query was embedded.
-    body = fulltext_body(
+    body = legs.fulltext_body(
         mailbox, node, size=tuning.text_depth, by_date=False, any_words=tuning.any_words,
         highlight=False,
     )
-    text_hits = backends.concurrently(os_search, backends, mailbox, body)
-    vector_hits = semantic(backends, mailbox, node, tuning.vector_depth)
-    return fuse([from_hit(h) for h in text_hits.result()], vector_hits, tuning)
+    text_hits = b.concurrently(legs.fulltext, b, mailbox, body)
+    vector_hits = legs.semantic(b, mailbox, node, tuning.vector_depth)
+    return fuse(text_hits.result(), vector_hits, tuning)
 
 
 def fuse(
@@ -229,19 +157,14 @@ def fuse(
         k=tuning.k,
         weights=[tuning.text_weight, tuning.vector_weight],
     )
-    return [rescored(copy.copy(by_key[key]), score) for key, score in fused]
+    return [legs.rescored(copy.copy(by_key[key]), score) for key, score in fused]
 
 
-def rescored(candidate: Candidate, score: float) -> Candidate:
-    candidate.score = score
-    return candidate
-
-
-def collapse_threads(candidates: list[Candidate]) -> list[Candidate]:
+def collapse_threads(ranked: list[Candidate]) -> list[Candidate]:
     """Best-ranked candidate per thread, carrying the thread's number of hits."""
     best: dict[str, Candidate] = {}
     counts: dict[str, int] = {}
-    for c in candidates:
+    for c in ranked:
         counts[c.thread_key] = counts.get(c.thread_key, 0) + 1
         best.setdefault(c.thread_key, c)
     for c in best.values():
@@ -249,85 +172,31 @@ def collapse_threads(candidates: list[Candidate]) -> list[Candidate]:
     return list(best.values())
 
 
-def join_rows(
-    backends: Backends, mailbox: str, hits: list[Candidate]
-) -> list[tuple[Candidate, dict[str, Any]]]:
-    """Each hit with its hot Message row, rank order kept; vanished rows are dropped and their
-    messages repaired (deleted from both indexes through the normal pipeline). The thread
-    summaries come in the same BatchGetItem: their ``message_count`` is the hit's thread size."""
-    keys = {
-        c.message_key: (thread_pk(mailbox, c.thread_key), message_sk(c.ts, c.message_key))
-        for c in hits
-    }
-    threads = {c.thread_key: (thread_pk(mailbox, c.thread_key), "THREAD") for c in hits}
-    rows = backends.rows([*keys.values(), *threads.values()])
-    joined = [
-        (c, {**rows[keys[c.message_key]], THREAD_SIZE: _count(rows.get(threads[c.thread_key]))})
-        for c in hits
-        if keys[c.message_key] in rows
-    ]
-    gone = [MessageRef(mailbox, c.message_key) for c in hits if keys[c.message_key] not in rows]
-    if gone:
-        backends.repair(gone)
-    return joined
+def similar_page(
+    b: Backends, mailbox: str, message_key: str, *, limit: int, exclude_thread: bool
+) -> SimilarPage:
+    """The messages most like a stored one (never itself; by default never its thread).
+
+    The message's own point names its thread and row (payload ``thread_key``, ``ts``), so
+    its row is read in the page's join — one BatchGetItem, not a META read before it; only
+    a message without a point (no vector) reads its META item first. A message whose row is
+    gone is :class:`NotFound`, whatever its point says."""
+    ref = MessageRef(mailbox, message_key)
+    point = own_point(b, ref)
+    payload = dict(point.payload) if point is not None else _meta(b, ref)
+    if payload is None:
+        raise NotFound("no such message in this mailbox")
+    thread_key, ts = str(payload["thread_key"]), int(payload["ts"])
+    own_row = hits.row_key(mailbox, thread_key, ts, message_key)
+    ranked = similar(b, ref, point, limit=limit,
+                     exclude_thread=thread_key if exclude_thread else None)
+    joined, found = hits.join_rows(b, mailbox, ranked, also=[own_row])
+    if own_row not in found:
+        raise NotFound("no such message in this mailbox")
+    return SimilarPage.model_validate({"hits": hits.shown(b.settings, joined, "semantic")})
 
 
-def policy_scores(settings: Settings, ranked: list[Candidate], first_rank: int) -> list[float]:
-    """The scores a response shows: by default ``1 / (1 + rank)`` (rank 0-based across pages).
-
-    Every mailbox shares one index, so BM25 scores use every mailbox's term statistics: a raw
-    score would move when *another* mailbox is indexed and tell how common a word is there.
-    A rank-derived score carries only this response's order. ``SIDECAR_EXPOSE_SCORES=true``
-    (a single-tenant deployment) returns the engines' raw scores instead.
-    """
-    if settings.expose_scores:
-        return [c.score for c in ranked]
-    return [1.0 / (1 + first_rank + i) for i in range(len(ranked))]
-
-
-def _count(summary: dict[str, Any] | None) -> int | None:
-    """A thread summary's ``message_count`` (None while the writer has not stored it)."""
-    count = (summary or {}).get("message_count")
-    return int(count) if count is not None else None
-
-
-_NUMBERS = frozenset({"ts", "attachment_count", "size_bytes"})
-
-
-def _shown(name: str, value: Any) -> str | int | None:
-    """A hot row's field as the contract types it (:class:`search_api.models.Hit`: numbers,
-    else strings); a malformed one (the writer's bug, not the caller's) is shown as null and
-    counted, never a 500 for every page that holds the message."""
-    if value is None or (isinstance(value, str) and name not in _NUMBERS):
-        return value
-    if name in _NUMBERS:
-        try:
-            return int(value)
-        except (TypeError, ValueError, OverflowError):
-            pass
-    MALFORMED_FIELDS.labels(field=name).inc()
-    return None
-
-
-def render(
-    candidate: Candidate, row: dict[str, Any], mode: str, score: float | None = None
-) -> dict[str, Any]:
-    """The API's hit: identity, score, highlights, and the hot row's fields (never bcc)."""
-    hit: dict[str, Any] = {
-        "message_key": candidate.message_key,
-        "thread_key": candidate.thread_key,
-        "score": candidate.score if score is None else score,
-        "from": {
-            "email": _shown("from_email", row.get("from_email") or None),
-            "name": _shown("from_name", row.get("from_name")),
-        },
-    }
-    for name in ROW_FIELDS:  # clean_fallback is a flag (1/0 in the row): any value is one
-        value = row.get(name)
-        hit[name] = bool(value) if name == "clean_fallback" else _shown(name, value)
-    hit[THREAD_SIZE] = row.get(THREAD_SIZE)
-    if mode == "fulltext" or candidate.highlights:
-        hit["highlights"] = candidate.highlights or {}
-    if candidate.thread_hits is not None:
-        hit["thread_hits"] = candidate.thread_hits
-    return hit
+def _meta(b: Backends, ref: MessageRef) -> dict[str, Any] | None:
+    """The message's META pointer item (it names the thread and ts), or None."""
+    key = (message_pk(ref.mailbox_id, ref.message_key), "META")
+    return hits.read_rows(b, [key]).get(key)

@@ -11,16 +11,16 @@ with ``exclude_thread``, nothing of its thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
 from indexer.core.documents import point_id
-from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
-from search_api import service
+from indexer.core.vectors import StoredPoint
+from search_api import candidates as legs
 from search_api.backends import Backends
+from search_api.candidates import Candidate
 from search_api.query import VectorFilter, rrf
 from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
-from search_api.vector_search import own_point
 from search_api.vector_search import search as vector_search
 
 Method = Literal["vector", "mlt", "hybrid"]
@@ -42,15 +42,16 @@ DEFAULT_TUNING = Tuning()
 
 
 def by_vector(
-    backends: Backends, ref: MessageRef, point: Any, thread_key: str | None, *, size: int
-) -> list[service.Candidate]:
+    backends: Backends, ref: MessageRef, point: StoredPoint, thread_key: str | None, *, size: int
+) -> list[Candidate]:
     """Nearest stored vectors (the message's own vector, not re-embedded)."""
     flt = VectorFilter(
         ref.mailbox_id,
         exclude_message_keys=(ref.message_key,),
         exclude_thread_keys=(thread_key,) if thread_key else (),
     )
-    return [service.from_point(p) for p in vector_search(backends, list(point.vector), flt, size)]
+    points = vector_search(backends, list(point.vector or []), flt, size)
+    return [legs.from_point(p) for p in points]
 
 
 def by_terms(
@@ -60,11 +61,11 @@ def by_terms(
     *,
     size: int,
     fields: tuple[str, ...] = MLT_FIELDS,
-) -> list[service.Candidate]:
+) -> list[Candidate]:
     """OpenSearch ``more_like_this`` (BM25 over the message's distinctive terms)."""
     body = more_like_this_body(
         # The read alias (the index's name in settings, as factories builds it): known
-        # without reaching the cluster, so its failure is os_search's, which names it.
+        # without reaching the cluster, so its failure is the search's, whose door names it.
         index=backends.settings.opensearch_index,
         doc_id=point_id(ref),
         mailbox_id=ref.mailbox_id,
@@ -72,28 +73,23 @@ def by_terms(
         size=size,
         fields=fields,
     )
-    return [service.from_hit(hit) for hit in service.os_search(backends, ref.mailbox_id, body)]
-
-
-def stored(backends: Backends, ref: MessageRef) -> dict[str, Any] | None:
-    """The message's META pointer item (it names the thread), or None: whether there is a
-    message to find neighbours of, and which thread ``exclude_thread`` leaves out."""
-    key = (message_pk(ref.mailbox_id, ref.message_key), "META")
-    return backends.rows([key]).get(key)
+    return legs.fulltext(backends, ref.mailbox_id, body)
 
 
 def similar(
     backends: Backends,
     ref: MessageRef,
+    point: StoredPoint | None,
     *,
     limit: int,
     exclude_thread: str | None,
     method: Method = DEFAULT_METHOD,
     tuning: Tuning = DEFAULT_TUNING,
-) -> list[service.Candidate]:
+) -> list[Candidate]:
     """The best ``limit`` neighbours of a stored message; ``exclude_thread`` is the thread key
-    to leave out (the message's own), or None. A message without a vector (no ``forai``)
-    gets no vector neighbours; hybrid then falls back to its terms."""
+    to leave out (the message's own), or None; ``point`` the message's stored point (read
+    once by the caller, who also takes its thread from it). A message without a vector (no
+    ``forai``) gets no vector neighbours; hybrid then falls back to its terms."""
     depth = max(limit, tuning.depth) if method == "hybrid" else limit
     # The legs run side by side: the term queries on other threads, the vector leg here.
     terms = (backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth)
@@ -104,8 +100,8 @@ def similar(
         if method == "hybrid" and tuning.subject_weight > 0
         else None
     )
-    point = own_point(backends, ref) if method != "mlt" else None
-    vectors = by_vector(backends, ref, point, exclude_thread, size=depth) if point else []
+    vectors = (by_vector(backends, ref, point, exclude_thread, size=depth)
+               if point is not None and method != "mlt" else [])
     if terms is None:
         return vectors
     if method == "mlt":
@@ -113,7 +109,7 @@ def similar(
     return fuse([vectors, terms.result(), subject.result() if subject else []], tuning)[:limit]
 
 
-def fuse(rankings: list[list[service.Candidate]], tuning: Tuning) -> list[service.Candidate]:
+def fuse(rankings: list[list[Candidate]], tuning: Tuning) -> list[Candidate]:
     """RRF of the vector, body+subject and subject rankings on ``message_key``."""
     by_key = {c.message_key: c for ranking in reversed(rankings) for c in ranking}
     fused = rrf(
@@ -121,4 +117,5 @@ def fuse(rankings: list[list[service.Candidate]], tuning: Tuning) -> list[servic
         k=tuning.k,
         weights=[tuning.vector_weight, tuning.mlt_weight, tuning.subject_weight],
     )
-    return [service.rescored(by_key[key], score) for key, score in fused]
+    return [legs.rescored(by_key[key], score) for key, score in fused]
+

@@ -6,17 +6,10 @@ engine's client; the store behind ``backends.vectors`` does.
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import TypeVar
-
-from indexer.adapters.qdrant import VectorIndex
-from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.core.vectors import Condition, Filter, Hit, Match, MatchAny, Range, StoredPoint
-from search_api.backends import Backends, BackendUnavailable
+from search_api.backends import Backends, ReadTarget
 from search_api.query import VectorFilter
-
-T = TypeVar("T")
 
 
 def to_filter(flt: VectorFilter) -> Filter:
@@ -33,22 +26,23 @@ def to_filter(flt: VectorFilter) -> Filter:
     return Filter(must=tuple(must), must_not=tuple(must_not))
 
 
-def search(backends: Backends, vector: list[float], flt: VectorFilter, limit: int) -> list[Hit]:
-    """Scored points (payload included), best first, within the filter's mailbox."""
+def search(
+    backends: Backends,
+    vector: list[float],
+    flt: VectorFilter,
+    limit: int,
+    target: ReadTarget | None = None,
+) -> list[Hit]:
+    """Scored points (payload included), best first, within the filter's mailbox; in the
+    ``target`` collection by name when given (the one the query vector was embedded for),
+    else behind the read alias."""
     if flt.match_none or limit <= 0:
         return []
-    return _ask(backends, lambda index: index.query(vector, to_filter(flt), limit))
+    collection = target.collection if target else None
+    return backends.ask_vectors(lambda index: index.query(vector, to_filter(flt), limit),
+                                collection)
 
 
 def own_point(backends: Backends, ref: MessageRef) -> StoredPoint | None:
-    """The message's stored point with its vector (never re-embedded), or None."""
-    return _ask(backends, lambda index: index.point(ref))
-
-
-def _ask(backends: Backends, call: Callable[[VectorIndex], T]) -> T:
-    """The API's one call site of the vector store: its failure is a 503 naming Qdrant
-    (the store's own TransientError does not say which engine failed)."""
-    try:
-        return call(backends.vectors)
-    except TransientError as exc:
-        raise BackendUnavailable("qdrant", str(exc)) from exc
+    """The message's stored point with its vector and payload (never re-embedded), or None."""
+    return backends.ask_vectors(lambda index: index.point(ref))

@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
-from search_api.query.ast import And, Node, Not, Or, Term
+from search_api.query.ast import And, Node, Or, Term
 from search_api.query.clauses import MAILBOX_FIELD, clause
 
 Query = dict[str, Any]
@@ -66,13 +66,10 @@ def weights_from(node: Node, total: int, aggregations: Mapping[str, Any]) -> dic
 
 
 def weighted(node: Node, by_word: Mapping[str, float]) -> Node:
-    """The same query with each weighed word's ``weight`` set."""
+    """The same query with each weighed word's ``weight`` set (what :func:`words` walks:
+    nothing under a negation, which weighs no score)."""
     if isinstance(node, Term) and node.text in by_word and not node.prefix:
         return replace(node, weight=by_word[node.text])
-    if isinstance(node, And):
-        return And(tuple(weighted(n, by_word) for n in node.nodes))
-    if isinstance(node, Or):
-        return Or(tuple(weighted(n, by_word) for n in node.nodes))
-    if isinstance(node, Not):
-        return node
+    if isinstance(node, And | Or):
+        return replace(node, nodes=tuple(weighted(n, by_word) for n in node.nodes))
     return node

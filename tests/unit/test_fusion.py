@@ -86,8 +86,9 @@ def test_fusion_is_a_deterministic_total_order(rankings: list[list[str]]) -> Non
 
 
 def test_hybrid_fuse_cuts_each_leg_to_its_depth_and_weighs_it() -> None:
+    from search_api.candidates import Candidate
     from search_api.query import HybridTuning
-    from search_api.service import Candidate, fuse
+    from search_api.service import fuse
 
     def hits(*keys: str) -> list[Candidate]:
         return [Candidate(k, f"t-{k}", 0, 1.0) for k in keys]

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from search_api import service
+from search_api.candidates import Candidate
 from search_api.query import HybridTuning
 from sidecar_tools.quality import hybrid_tune as ht
 from sidecar_tools.quality.queries import Identities
@@ -10,8 +11,8 @@ from sidecar_tools.quality.queries import Identities
 IDS = Identities({k: (f"<{k}>", f"t-{k}") for k in "abcdefgh"})
 
 
-def _hits(keys: str) -> list[service.Candidate]:
-    return [service.Candidate(k, f"t-{k}", 0, 1.0) for k in keys]
+def _hits(keys: str) -> list[Candidate]:
+    return [Candidate(k, f"t-{k}", 0, 1.0) for k in keys]
 
 
 def _legs(half: str, text: str, vector: str, relevant: str) -> ht.Legs:

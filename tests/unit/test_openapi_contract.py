@@ -12,13 +12,17 @@ import pytest
 from fastapi import FastAPI
 from fastapi.testclient import TestClient
 
-from indexer.core.errors import ConfigurationError, TransientError
+from indexer.core.errors import ConfigurationError, PoisonError, TransientError
 from indexer.metrics import MALFORMED_FIELDS
 from indexer.settings import Settings
-from search_api import service
+from search_api import hits
 from search_api.app import create_app
-from search_api.backends import BackendUnavailable
+from search_api.backends import BackendUnavailable, naming
+from search_api.candidates import Candidate
+from search_api.cursor import CursorError
 from search_api.models import Hit
+from search_api.query import QueryError
+from search_api.service import NotFound
 
 SEARCH = "/v1/mailboxes/{mailbox_id}/search"
 SIMILAR = "/v1/mailboxes/{mailbox_id}/messages/{message_key}/similar"
@@ -111,7 +115,7 @@ ROW = {"message_id": "<m@x>", "subject": 5, "ts": 1700000000, "clean_fallback": 
 
 def test_a_hit_is_exactly_what_the_contract_names() -> None:
     before = MALFORMED_FIELDS.labels(field="subject")._value.get()
-    hit = service.render(service.Candidate("k", "t", 1, 1.0, thread_hits=3), ROW, "semantic")
+    hit = hits.render(Candidate("k", "t", 1, 1.0, thread_hits=3), ROW, "semantic")
     assert hit["subject"] is None and hit["clean_fallback"] is True  # a number: not a subject
     assert MALFORMED_FIELDS.labels(field="subject")._value.get() == before + 1
     shown = Hit.model_validate({**hit, "bcc": ["hidden@x"]}).model_dump(
@@ -143,3 +147,46 @@ def test_a_transient_failure_is_a_503_naming_the_engine(exc: Exception, detail: 
         response = client.get("/boom")
     assert response.status_code == 503 and response.headers["Retry-After"] == "5"
     assert response.json() == {"detail": detail}
+
+
+def through_door(component: str) -> Any:
+    """A route whose engine call fails as an adapter's does, behind the door naming it."""
+
+    def route() -> None:
+        with naming(component):
+            raise TransientError("connection refused")
+
+    return route
+
+
+def test_the_door_names_the_engine_of_the_same_error_it_lets_through() -> None:
+    with pytest.raises(TransientError) as caught, naming("qdrant"):
+        raise TransientError("down")
+    assert type(caught.value) is TransientError and caught.value.component == "qdrant"
+    with pytest.raises(ConfigurationError) as refused, naming("qdrant"):
+        raise ConfigurationError("opensearch", "403")  # already named: kept
+    assert refused.value.component == "opensearch"
+    app = create_app(Settings(), vectors=False)
+    app.add_api_route("/boom", through_door("opensearch"))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+    assert response.status_code == 503 and response.json() == {"detail": "opensearch is unavailable"}
+
+
+@pytest.mark.parametrize(
+    ("exc", "status", "body"),
+    [
+        (NotFound("no such message in this mailbox"), 404,
+         {"detail": "no such message in this mailbox"}),
+        (PoisonError("search too costly"), 400, {"detail": "search too costly", "position": 0}),
+        (QueryError(3, "unbalanced quote"), 400, {"detail": "unbalanced quote", "position": 3}),
+        (CursorError("cursor is not valid"), 400, {"detail": "cursor is not valid"}),
+        (RuntimeError("a bug"), 500, {"detail": "internal error"}),
+    ],
+)
+def test_one_handler_answers_each_error_kind(exc: Exception, status: int, body: Any) -> None:
+    app = create_app(Settings(), vectors=False)
+    app.add_api_route("/boom", raising(exc))
+    with TestClient(app, raise_server_exceptions=False) as client:
+        response = client.get("/boom")
+    assert (response.status_code, response.json()) == (status, body)

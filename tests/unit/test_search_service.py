@@ -7,8 +7,9 @@ import pytest
 
 from indexer.metrics import MALFORMED_FIELDS
 from indexer.settings import Settings
-from search_api import service
-from search_api.backends import Backends
+from search_api import hits, service
+from search_api.backends import Backends, ReadTarget
+from search_api.candidates import Candidate
 from search_api.limits import ExpensiveGate, TooManyExpensive, is_expensive
 from search_api.query import QueryError, parse
 
@@ -18,7 +19,7 @@ ROW = {"message_id": "<m@x>", "subject": "s", "ts": 1700000000, "size_bytes": "x
 
 def test_a_malformed_number_is_shown_as_null_and_counted() -> None:
     before = MALFORMED_FIELDS.labels(field="size_bytes")._value.get()
-    hit = service.render(service.Candidate("k", "t", 1, 1.0), ROW, "fulltext")
+    hit = hits.render(Candidate("k", "t", 1, 1.0), ROW, "fulltext")
     assert hit["size_bytes"] is None and hit["ts"] == 1700000000
     assert MALFORMED_FIELDS.labels(field="size_bytes")._value.get() == before + 1
 
@@ -26,7 +27,7 @@ def test_a_malformed_number_is_shown_as_null_and_counted() -> None:
 class NoEmbedding(Backends):
     """The API's own Backends, whose query encoder must not be reached."""
 
-    def embed_query(self, text: str) -> list[float]:
+    def embed_query(self, text: str, target: ReadTarget) -> list[float]:
         raise AssertionError(f"embedded {text!r} before the query was checked")
 
 

@@ -30,9 +30,15 @@ from indexer.core.plan import MessageRef
 from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from search_api.query import VectorFilter, build_search_body, parse, vector_filter
+from search_api.query import (
+    VectorFilter,
+    build_search_body,
+    page_highlight_body,
+    parse,
+    vector_filter,
+)
 from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
-from search_api.service import DEPTH
+from search_api.service import DEPTH, HYBRID
 from search_api.similar import DEFAULT_TUNING
 from search_api.vector_search import to_filter
 from sidecar_tools.bench.dataset import Message
@@ -65,6 +71,24 @@ def _os_search(settings: Settings, mailbox: str, q: str, size: int = PAGE) -> bo
     return True
 
 
+def _hybrid_text_leg(settings: Settings, mailbox: str, q: str, *, page_only: bool) -> bool:
+    """Hybrid's relaxed full-text leg (``HYBRID.text_depth`` candidates, any one free word):
+    before, all of them highlighted in the one request; now fetched without snippets, then
+    only the returned page's snippets in a second, small request (as the API does)."""
+    index = deps.fulltext_index(settings)
+    node = parse(q)
+    body = build_search_body(
+        node, mailbox, size=HYBRID.text_depth, sort_by_date=False, search_after=None,
+        collapse_threads=False, offset=0, any_words=HYBRID.any_words, highlight=not page_only,
+    )
+    found = index.client.search(index=index.alias, body=body, routing=mailbox)["hits"]["hits"]
+    if page_only and found:
+        keys = [h["_source"]["message_key"] for h in found[:PAGE]]
+        index.client.search(index=index.alias, body=page_highlight_body(node, mailbox, keys),
+                            routing=mailbox)
+    return True
+
+
 def _qdrant_search(settings: Settings, mailbox: str, q: str, vector: list[float]) -> bool:
     flt = to_filter(vector_filter(parse(q), mailbox))
     deps.vector_index(settings).query(vector, flt, DEPTH)
@@ -81,9 +105,9 @@ def raw_calls(
     pages = [own[i : i + PAGE] for i in range(0, min(len(own), 50 * PAGE), PAGE)]
     store = deps.store(settings)
 
-    def batch_get(page: list[Message]) -> bool:
+    def batch_get(page: list[Message], consistent: bool = True) -> bool:
         keys = [(thread_pk(mb, m.thread_key), message_sk(m.ts, m.ref.message_key)) for m in page]
-        return len(store.get_items(keys)) == len(page)
+        return len(store.get_items(keys, consistent=consistent)) == len(page)
 
     def similar(key: str) -> bool:
         point = deps.vector_index(settings).point(MessageRef(mb, key))
@@ -114,6 +138,16 @@ def raw_calls(
         "qdrant_search": (lambda q: _qdrant_search(settings, mb, q, vectors[q]), work.free_text),
         "qdrant_similar": (similar, work.similar),
         "batch_get_page": (batch_get, pages),
+        # The same page eventually consistent (the API's join now; half the read units).
+        "batch_get_page_eventual": (lambda page: batch_get(page, False), pages),
+        # Hybrid's full-text leg before / after highlighting only the returned page.
+        "hybrid_text_highlight_all": (
+            lambda q: _hybrid_text_leg(settings, mb, q, page_only=False), work.free_text),
+        "hybrid_text_highlight_page": (
+            lambda q: _hybrid_text_leg(settings, mb, q, page_only=True), work.free_text),
+        # The read alias's resolution, once per semantic/hybrid request before its cache.
+        "qdrant_aliases": (lambda _: bool(deps.vector_index(settings).store.aliases() or 1),
+                           work.free_text),
     }
 
 

@@ -14,7 +14,7 @@ import itertools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from search_api import service
+from search_api import candidates, service
 from search_api.backends import Backends
 from search_api.query import HybridTuning, parse
 from sidecar_tools.quality.metrics import ndcg, recall_at
@@ -36,8 +36,8 @@ class Legs:
     half: str
     relevant: frozenset[str]
     ids: Identities
-    text: dict[str | None, list[service.Candidate]]
-    vector: list[service.Candidate]
+    text: dict[str | None, list[candidates.Candidate]]
+    vector: list[candidates.Candidate]
 
 
 @dataclass(frozen=True)
@@ -57,13 +57,12 @@ def fetch_legs(backends: Backends, suite: Suite) -> list[Legs]:
     for spec in load_queries(suite.queries):
         node = parse(spec.query)
         text = {
-            words: service.fulltext(
-                backends, suite.mailbox, node, size=depth, by_date=False, collapse=False,
-                search_after=None, offset=0, any_words=words,
-            )
+            words: candidates.fulltext(backends, suite.mailbox, candidates.fulltext_body(
+                suite.mailbox, node, size=depth, by_date=False, any_words=words,
+            ))
             for words in GRID_ANY_WORDS
         }
-        vector = service.semantic(backends, suite.mailbox, node, depth)
+        vector = candidates.semantic(backends, suite.mailbox, node, depth)
         legs.append(Legs(suite.name, spec.half, frozenset(spec.expected), ids, text, vector))
     return legs
 

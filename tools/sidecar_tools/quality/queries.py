@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from search_api import service
+from search_api import candidates, service
 from search_api.backends import Backends
 from search_api.query import parse
 from search_api.weighing import mailbox_weighted
@@ -105,23 +105,20 @@ class Identities:
         )
 
 
-def _ranking(backends: Backends, mailbox: str, spec: QuerySpec) -> list[service.Candidate]:
+def _ranking(backends: Backends, mailbox: str, spec: QuerySpec) -> list[candidates.Candidate]:
     node = parse(spec.query)
-    if spec.mode != "semantic":  # as the API weighs words (search_api.pages)
+    if spec.mode != "semantic":  # as the API weighs words (search_api.service)
         node = mailbox_weighted(backends, mailbox, node)
     if spec.mode == "fulltext":
-        return service.fulltext(
-            backends,
-            mailbox,
-            node,
-            size=PAGE,
-            by_date=False,
-            collapse=spec.collapse,
-            search_after=None,
-            offset=0,
+        body = candidates.fulltext_body(
+            mailbox, node, size=PAGE, by_date=False, collapse=spec.collapse
         )
-    search = service.semantic if spec.mode == "semantic" else service.hybrid
-    ranked = search(backends, mailbox, node)
+        return candidates.fulltext(backends, mailbox, body)
+    ranked = (
+        candidates.semantic(backends, mailbox, node, service.DEPTH)
+        if spec.mode == "semantic"
+        else service.hybrid(backends, mailbox, node)
+    )
     return service.collapse_threads(ranked) if spec.collapse else ranked
 
 

@@ -64,9 +64,11 @@ def same_thread_recall(
     scores: list[float] = []
     for key in asked:
         thread = keys_to_threads[key]
+        ref = MessageRef(mailbox, key)
         ranked = similar(
             backends,
-            MessageRef(mailbox, key),
+            ref,
+            own_point(backends, ref),
             limit=k,
             exclude_thread=None,
             method=variant.method,
