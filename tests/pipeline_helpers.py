@@ -9,14 +9,13 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
 from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.adapters.streams import export_records
 from indexer.adapters.tables import init_tables
 from indexer.core.documents import text_hash
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
-from indexer.pipeline import deps
 from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
 from indexer.settings import Settings
@@ -84,7 +83,7 @@ def table_messages(ddb: Any, table: str, mailbox: str) -> dict[str, dict[str, An
 
 
 def opensearch_docs(settings: Settings, mailbox: str) -> dict[str, dict[str, Any]]:
-    client = deps.fulltext_index(settings).client
+    client = factories.fulltext_index(settings).client
     client.indices.refresh(index=settings.opensearch_index)
     hits: dict[str, dict[str, Any]] = {}
     body = {"query": {"term": {"mailbox_id": mailbox}}, "size": 1000, "sort": ["message_key"]}

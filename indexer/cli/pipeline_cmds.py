@@ -117,11 +117,11 @@ def ingest(
 @dlq_app.command("list")
 def dlq_list(limit: Annotated[int, typer.Option()] = 50) -> None:
     """Dead letters, oldest first."""
-    from indexer.pipeline import deps
+    from indexer.adapters import factories
 
     settings = get_settings()
     require_tables(settings, mail=False)  # the store is the sidecar's table
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
     table = Table(title=f"dead letters ({store.count()})")
     for col in ("id", "time", "stage", "mailbox", "reason"):
         table.add_column(col)
@@ -134,11 +134,11 @@ def dlq_list(limit: Annotated[int, typer.Option()] = 50) -> None:
 @dlq_app.command("show")
 def dlq_show(entry_id: str) -> None:
     """One dead letter in full (JSON)."""
-    from indexer.pipeline import deps
+    from indexer.adapters import factories
 
     settings = get_settings()
     require_tables(settings, mail=False)
-    entry = deps.dead_letters(settings).get(entry_id)
+    entry = factories.dead_letters(settings).get(entry_id)
     if entry is None:
         console.print(f"[red]no dead letter {entry_id}[/red]")
         raise typer.Exit(1)

@@ -46,9 +46,9 @@ def _status(vectors: bool) -> None:
         read, extra, _ = Admin(settings).state()
         console.print(f"vectors: {read or '-'}\nvectors-write: {extra or '-'}")
         return
-    from indexer.pipeline import deps
+    from indexer.adapters import factories
 
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     aliases = index.aliases()
     for alias, members in aliases.items():
         console.print(f"{alias}: {', '.join(members) or '-'}")

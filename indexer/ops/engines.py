@@ -1,6 +1,6 @@
 """The adapters an operations command needs, opened for its duration and closed after.
 
-The vector index is opened here rather than through ``deps.vector_index`` (cached for the
+The vector index is opened here rather than through ``factories.vector_index`` (cached for the
 process's life): with the embedded store an operation must release its exclusive lock when it
 ends, so a worker or ``sidecar serve`` started afterwards (or a test's next step) can own it.
 """
@@ -11,13 +11,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from indexer.adapters import factories
 from indexer.adapters import vector_targets as vt
 from indexer.adapters.dynamo import DynamoStore
 from indexer.adapters.embedder import model_catalog, model_info
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import VectorIndex, build_store
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
-from indexer.pipeline import deps
 from indexer.settings import Settings
 
 
@@ -52,6 +52,6 @@ def open_engines(settings: Settings) -> Iterator[Engines]:
             store, settings.qdrant_collection, model.slug, model.dimension, settings.embed_recipe
         )
         vectors.ensure()
-        yield Engines(deps.store(settings), deps.fulltext_index(settings), vectors)
+        yield Engines(factories.store(settings), factories.fulltext_index(settings), vectors)
     finally:
         store.close()

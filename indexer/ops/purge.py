@@ -20,9 +20,9 @@ from __future__ import annotations
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from indexer.adapters import factories
 from indexer.adapters.dlq import remove_task_results
 from indexer.ops.engines import open_engines
-from indexer.pipeline import deps
 from indexer.settings import Settings
 
 
@@ -63,6 +63,6 @@ def purge(settings: Settings, mailbox: str) -> PurgeReport:
         points, cached = engines.vectors.delete_mailbox(mailbox)
         participants = engines.store.delete_participants_of_mailbox(mailbox)
         left = any(engines.store.mailbox_pages(mailbox, limit=1))
-    dead = deps.dead_letters(settings).remove_mailbox(mailbox)
-    results = remove_task_results(deps.redis_client(settings), mailbox)
+    dead = factories.dead_letters(settings).remove_mailbox(mailbox)
+    results = remove_task_results(factories.redis_client(settings), mailbox)
     return PurgeReport(mailbox, docs, points, cached, participants, dead, results, left)

@@ -20,6 +20,7 @@ from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, S
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
+from indexer.adapters import factories
 from indexer.core.documents import MessageState
 from indexer.core.drift import (
     FULLTEXT_FIELDS,
@@ -36,7 +37,6 @@ from indexer.core.errors import TransientError
 from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from indexer.ops.engines import Engines, open_engines, read_recipe
-from indexer.pipeline import deps
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
 
@@ -210,7 +210,7 @@ class _LazyEmbedder:
         self._settings = settings
 
     def embed(self, texts: list[str]) -> list[list[float]]:
-        return deps.embedder(self._settings).embed(texts)
+        return factories.embedder(self._settings).embed(texts)
 
 
 def _repair(settings: Settings, engines: Engines, drift: Sequence[Drift]) -> list[Drift]:
@@ -234,7 +234,7 @@ def _repair(settings: Settings, engines: Engines, drift: Sequence[Drift]) -> lis
 
 
 def _dead_letter(settings: Settings, stage: Index, outcome: Outcome) -> None:
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
     for ref, reason in outcome.poison.items():
         payload = {"messages": [ref.to_json()], "participants": []}
         store.add(stage=stage, reason=reason, payload=payload, mailbox_id=ref.mailbox_id)

@@ -40,11 +40,10 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.dynamo import message_items
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
 from indexer.core.plan import MessageRef
-from indexer.pipeline import deps
 from indexer.pipeline.ingest import Pending
 from indexer.pipeline.runner import celery_send
 from indexer.settings import Settings
@@ -209,7 +208,7 @@ def reindex(
 ) -> ReindexReport:
     """Build ``<alias>-v<to_version>`` beside the live index, verify it, swap the alias."""
     began = time.monotonic()
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     old, new = _start(index, to_version, say)
     report = ReindexReport(old, new)
     try:
@@ -234,7 +233,7 @@ def reindex(
 def rollback(settings: Settings) -> tuple[str, str]:
     """Searches read the kept index again; the other one stays a write target (roll forward
     is another ``--rollback``). Returns (now read, now kept)."""
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     state = index.aliases()
     current = _single(state[index.alias], f"alias {index.alias}")
     kept = _single(state[index.write_alias], f"alias {index.write_alias}")
@@ -245,7 +244,7 @@ def rollback(settings: Settings) -> tuple[str, str]:
 def finish(settings: Settings, grace_s: float = 30.0, say: Say = lambda _msg: None) -> str:
     """Stop writing the kept index, wait ``grace_s`` for batches that read the targets before
     that, then delete it. Returns its name."""
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     kept = _single(index.aliases()[index.write_alias], f"alias {index.write_alias}")
     index.update_aliases([{"remove": {"index": kept, "alias": index.write_alias}}])
     say(f"{kept} is no longer written; deleting it in {grace_s:.0f}s")

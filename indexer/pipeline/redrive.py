@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from indexer.adapters import factories
 from indexer.adapters.dlq import DeadLetter
-from indexer.pipeline import deps
 from indexer.pipeline.runner import celery_send, ingestor
 from indexer.settings import Settings
 from indexer.sources.files import RawRecord
@@ -21,7 +21,7 @@ def _has_keys(payload: Any) -> bool:
 
 
 def redrive(settings: Settings, ids: list[str] | None, *, wait: bool) -> dict[str, Any]:
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
     entries: list[DeadLetter] = (
         store.list() if ids is None else [e for i in ids if (e := store.get(i)) is not None]
     )

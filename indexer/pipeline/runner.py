@@ -16,10 +16,10 @@ import time
 import uuid
 from typing import IO, Any
 
+from indexer.adapters import factories
 from indexer.adapters.broker import lost_task_check
 from indexer.core.dead_letters import trigger_of
 from indexer.core.records import RawRecord
-from indexer.pipeline import deps
 from indexer.pipeline.deployment import stamped
 from indexer.pipeline.ingest import DeadLetter, Ingestor, Pending, Send
 from indexer.settings import Settings, to_env
@@ -57,7 +57,7 @@ def only_stage(send: Send, stage: str) -> Send:
 
 
 def decode_dead_letter(settings: Settings) -> DeadLetter:
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
 
     def write(item: RawRecord, reason: str) -> None:
         # Only the trigger: keys, event name, sequence number — never images or addresses.

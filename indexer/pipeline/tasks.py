@@ -29,13 +29,13 @@ from typing import Any, NoReturn
 from celery import Task
 from celery.exceptions import Ignore
 
+from indexer.adapters import factories
 from indexer.adapters.errors import classify
 from indexer.core.errors import ConfigurationError, ErrorKind
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.retry import backoff_seconds
 from indexer.logs import celery_json_logs
 from indexer.metrics import CONFIG_ERRORS, MESSAGES, STALLED
-from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
 from indexer.pipeline.deployment import (
     REFUSE_WINDOW_S,
@@ -71,7 +71,7 @@ def _finish(
     stage: str, outcome: Outcome, refs: list[MessageRef], payload: dict[str, Any],
     seconds: float = 0.0,
 ) -> dict[str, Any]:
-    dlq = deps.dead_letters(get_settings())
+    dlq = factories.dead_letters(get_settings())
     MESSAGES.labels(stage, "applied").inc(len(outcome.applied))
     MESSAGES.labels(stage, "dead_lettered").inc(len(outcome.poison))
     for ref, reason in outcome.poison.items():
@@ -180,7 +180,8 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         "fulltext",
         payload,
         lambda: sync_fulltext(
-            deps.store(settings), deps.fulltext_index(settings), _refs(payload), participants
+            factories.store(settings), factories.fulltext_index(settings), _refs(payload),
+            participants,
         ),
     )
 

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 from typing import Any
 
+from indexer.adapters import factories
 from indexer.adapters import vector_targets as vt
 from indexer.adapters.embedder import model_catalog, model_info
 from indexer.adapters.qdrant import VectorIndex
 from indexer.core.recipes import recipe
-from indexer.pipeline import deps
 from indexer.pipeline.celery_app import app
 from indexer.settings import Settings, get_settings
 
@@ -43,7 +43,7 @@ def _name(
 def run(op: str, args: dict[str, Any]) -> Any:
     """One operation on this process's vector index (see :mod:`indexer.adapters.vector_targets`)."""
     settings = get_settings()
-    index = deps.vector_index(settings)
+    index = factories.vector_index(settings)
     if op == "state":
         return {"members": vt.members(index), "base": index.collection}
     if op == "exists":

@@ -10,10 +10,10 @@ from __future__ import annotations
 import time
 from collections.abc import Collection
 
+from indexer.adapters import factories
 from indexer.adapters import vector_targets as vt
 from indexer.adapters.embedder import Embedder, build_embedder, model_catalog
 from indexer.core.plan import MessageRef
-from indexer.pipeline import deps
 from indexer.pipeline.sync import Outcome, sync_vectors
 from indexer.settings import Settings
 
@@ -42,14 +42,14 @@ class _Timed:
 
 def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Outcome:
     """Sync these messages into every target collection; applied = applied in all of them."""
-    index = deps.vector_index(settings)
+    index = factories.vector_index(settings)
     outcome = Outcome()
     slugs = model_catalog(settings.embed_model, settings.embed_models)
     for n, collection in enumerate(vt.targets(index) or [index.collection]):
         encoder = vt.encoder_of(index, collection, slugs, settings.embed_max_tokens)
         embedder = _Timed(embedder_for(settings, encoder.tokens, encoder.slug))
         view = vt.bound(index, collection)
-        part = sync_vectors(deps.store(settings), view, embedder, refs, encoder.recipe)
+        part = sync_vectors(factories.store(settings), view, embedder, refs, encoder.recipe)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded
         outcome.embed_s += embedder.seconds

@@ -36,14 +36,13 @@ from typing import Any
 
 from rich.progress import Progress, TaskID
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.objects import s3_bytes, s3_keys
 from indexer.adapters.state import MarkStore
 from indexer.core.errors import TransientError
 from indexer.core.plan import ParticipantRef
 from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter, participant_ref
-from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.runner import ingestor
 from indexer.settings import Settings
@@ -171,7 +170,7 @@ def _sync_people(settings: Settings, rows: list[RawRecord]) -> set[ParticipantRe
     their rows the ordinary way, with retries and dead-lettering)."""
     refs = sorted({ref for row in rows if row.error is None
                    if (ref := participant_ref(row.raw)) is not None})
-    store, failed = deps.store(settings), set()
+    store, failed = factories.store(settings), set()
     for start in range(0, len(refs), settings.batch_messages):
         chunk = refs[start : start + settings.batch_messages]
         if not _sync_chunk(store, chunk):

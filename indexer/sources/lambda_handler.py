@@ -34,10 +34,10 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from indexer.adapters import factories
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record
-from indexer.pipeline import deps
 from indexer.pipeline.ingest import Pending, _result
 from indexer.pipeline.runner import celery_send
 from indexer.pipeline.sync import Outcome, sync_fulltext
@@ -137,7 +137,7 @@ class _Batch:
 
     def _dead_letter(self, **entry: Any) -> bool:
         try:
-            deps.dead_letters(self.settings).add(**entry)
+            factories.dead_letters(self.settings).add(**entry)
         except Exception as exc:
             log.error("dead letter not written (%s): record left to Lambda's retry", exc)
             return False
@@ -153,7 +153,7 @@ class _Batch:
         """Sync one chunk into OpenSearch; poison is dead-lettered, other failures raise."""
         people = [p for ref in chunk for p in sorted(self.people[ref])]
         outcome = sync_fulltext(
-            deps.store(self.settings), deps.fulltext_index(self.settings), chunk, people
+            factories.store(self.settings), factories.fulltext_index(self.settings), chunk, people
         )
         self._dead_letter_outcome("fulltext", outcome)
 

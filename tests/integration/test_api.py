@@ -11,10 +11,9 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
-from indexer.pipeline import deps
 from indexer.pipeline.runner import stop_workers
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
@@ -345,7 +344,7 @@ def test_deleted_message_is_dropped_and_repaired(api: Api) -> None:
         aws.client(settings, "dynamodb"), settings.table, api.mailbox_a, "<msg7@example.org>"
     )
     assert keys_of(api.search("invoice")) == set()  # the join drops it before the indexes catch up
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     ref = MessageRef(api.mailbox_a, key(7))
 
     def gone_from_opensearch() -> bool:

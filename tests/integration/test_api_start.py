@@ -16,9 +16,9 @@ from pathlib import Path
 import httpx
 import pytest
 
+from indexer.adapters import factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
-from indexer.pipeline import deps
 from indexer.pipeline.runner import stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
@@ -33,7 +33,7 @@ KEY = hashlib.sha256(b"<stale@example.org>").hexdigest()
 
 def stale_document(settings: Settings) -> None:
     """An indexed message whose hot row is not in the table (deleted meanwhile)."""
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     ref = MessageRef(MAILBOX, KEY)
     doc = {"mailbox_id": MAILBOX, "message_key": KEY, "thread_key": KEY, "ts": 1709294400}
     doc |= {"subject": "stale quarterly report", "clean": "stale words"}

@@ -20,12 +20,11 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.state import MarkStore
 from indexer.core.errors import RecordError
 from indexer.core.plan import plan_records
 from indexer.core.records import EventName, decode_record
-from indexer.pipeline import deps
 from indexer.settings import Settings
 from indexer.sources.backfill import backfill_export, export_checkpoint_pk
 from indexer.sources.exports import (
@@ -348,7 +347,7 @@ def test_stale_export_never_resurrects_and_incremental_remove_deletes(
         assert (inc.read, inc.dead_lettered) == (3, 1)
         docs = _assert_indexed(settings, ddb, "box")
         assert gone_key not in docs and docs[changed_key]["subject"] == subject
-        letters = deps.dead_letters(settings).list()
+        letters = factories.dead_letters(settings).list()
         assert len(letters) == 1 and letters[0].source and letters[0].source.endswith(":3")
 
 

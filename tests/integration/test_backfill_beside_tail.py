@@ -19,8 +19,8 @@ from typing import Any
 
 import pytest
 
+from indexer.adapters import factories
 from indexer.cli.tail_cmds import build_tailer
-from indexer.pipeline import deps
 from indexer.settings import Settings
 from indexer.sources.backfill import BackfillSummary, backfill_export
 from sidecar_tools.writer.files import load_file, read_emails
@@ -48,7 +48,7 @@ DELETES, REWRITES, RESTORES = 8, 8, 2
 
 def _docs(settings: Settings, mailbox: str) -> dict[str, dict[str, Any]]:
     """Every OpenSearch doc of ``mailbox`` by message_key (the shared helper stops at 1,000)."""
-    client = deps.fulltext_index(settings).client
+    client = factories.fulltext_index(settings).client
     client.indices.refresh(index=settings.opensearch_index)
     body = {
         "query": {"term": {"mailbox_id": mailbox}},

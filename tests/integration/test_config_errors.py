@@ -18,9 +18,8 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.opensearch import OpenSearchIndex, build_client
-from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor
 from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
 from indexer.settings import Settings
@@ -93,7 +92,7 @@ def test_revoked_credentials_stall_the_worker_and_lose_nothing(
     prepare_tables(signed)
     OpenSearchIndex(build_client(signed), signed.opensearch_index).ensure()
     store_all(signed, BOX, _mails(range(1, 9)))
-    dead = deps.dead_letters(signed)
+    dead = factories.dead_letters(signed)
     with workers(signed, ("fulltext",)):
         assert _send_stream(signed, tmp_path, "before").wait(120).dead_lettered == 0
 

@@ -15,11 +15,10 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws, dlq
+from indexer.adapters import aws, dlq, factories
 from indexer.adapters.dynamo_io import items
 from indexer.adapters.tables import TTL_ATTRIBUTE
 from indexer.core.items import message_pk
-from indexer.pipeline import deps
 from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
 from tests.pipeline_helpers import ingest_files, opensearch_docs, prepare_tables, workers
@@ -60,7 +59,7 @@ def poison_records(mailbox: str) -> list[dict[str, object]]:
 
 
 def redis_contents(settings: Settings) -> str:
-    client = deps.redis_client(settings)
+    client = factories.redis_client(settings)
     readers = {
         b"string": client.get,
         b"zset": lambda k: client.zrange(k, 0, -1),
@@ -84,7 +83,7 @@ def stored_items(settings: Settings) -> list[dict[str, Any]]:
 def flush_own_redis_keys(settings: Settings) -> int:
     """What an eviction (or a FLUSHALL) does to this test's data: every key of its prefix
     gone. Only the test's own keys: the Redis is shared."""
-    client = deps.redis_client(settings)
+    client = factories.redis_client(settings)
     keys = list(client.scan_iter(match=f"{settings.queue_prefix}*", count=500))
     return int(client.delete(*keys)) if keys else 0
 
@@ -101,7 +100,7 @@ def test_poison_records_leave_no_address_or_body_in_any_store(
     assert "entry" in stored
     for secret in SECRETS:
         assert secret not in stored
-    entries = deps.dead_letters(settings).list()
+    entries = factories.dead_letters(settings).list()
     assert {e.reason.split(":")[0] for e in entries} == {"NewImage.broken"}
     by_seq = {e.payload["dynamodb"]["SequenceNumber"]: e for e in entries}
     participant, body = by_seq["100000000000000000001"], by_seq["100000000000000000002"]
@@ -132,7 +131,7 @@ def test_malformed_participant_records_keep_the_message_pointer_only(
     stored = json.dumps(stored_items(settings)) + redis_contents(settings)
     for secret in SECRETS:
         assert secret not in stored
-    entries = deps.dead_letters(settings).list()
+    entries = factories.dead_letters(settings).list()
     keys = {e.payload["dynamodb"]["SequenceNumber"]: e.payload["dynamodb"].get("Keys")
             for e in entries}
     pointer = {"PK": {"S": message_pk("box", KEY)}, "SK": {"S": "META"}}
@@ -150,7 +149,7 @@ def test_entries_expire_after_the_retention(settings: Settings) -> None:
     assert ttl["TimeToLiveDescription"] == {"TimeToLiveStatus": "ENABLED",
                                             "AttributeName": TTL_ATTRIBUTE}
     three_days = settings.model_copy(update={"dlq_ttl_days": 3})
-    store = deps.dead_letters(three_days)
+    store = factories.dead_letters(three_days)
     entry = store.add(stage="fulltext", reason="x", payload={"messages": []}, mailbox_id="m")
     [item] = stored_items(settings)
     assert int(item[TTL_ATTRIBUTE]["N"]) == int(entry.time + 3 * 86_400)
@@ -178,11 +177,11 @@ def test_entries_survive_a_redis_flush_and_list_in_time_order(
                                mailbox_id="m"))
     other = dlq.DeadLetterStore(client, table, f"{settings.queue_prefix}-other")
     other.add(stage="vectors", reason="another store", payload={})
-    deps.redis_client(settings).set(f"{settings.queue_prefix}:probe", "1")
+    factories.redis_client(settings).set(f"{settings.queue_prefix}:probe", "1")
     assert flush_own_redis_keys(settings) >= 1
 
     monkeypatch.setattr(dlq, "PAGE", 2)  # three Query pages: the paginator follows them
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
     listed = store.list()
     assert [e.reason for e in listed] == ["r0", "r1", "r2", "r3", "r4"]
     assert listed == sorted(added, key=lambda e: e.time)
@@ -203,7 +202,7 @@ def test_a_redriven_trigger_reindexes_its_message(settings: Settings, tmp_path: 
     with workers(settings):
         result = redrive(settings, None, wait=True)
     assert result == {"redriven": 2, "failed_again": 0}
-    assert deps.dead_letters(settings).list() == [] and opensearch_docs(settings, "box") == {}
+    assert factories.dead_letters(settings).list() == [] and opensearch_docs(settings, "box") == {}
 
 
 def test_ingest_exits_1_when_anything_was_dead_lettered(settings: Settings, tmp_path: Path) -> None:
@@ -232,7 +231,7 @@ def _sidecar(settings: Settings, *args: str) -> subprocess.CompletedProcess[str]
 
 def test_dlq_commands_list_show_and_redrive_the_table_entries(settings: Settings) -> None:
     prepare_tables(settings)
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
     entry = store.add(stage="fulltext", reason="mapping rejected", mailbox_id="box",
                       payload={"messages": [["box", KEY]], "participants": []})
     listed = _sidecar(settings, "dlq", "list")
@@ -242,4 +241,4 @@ def test_dlq_commands_list_show_and_redrive_the_table_entries(settings: Settings
     assert _sidecar(settings, "dlq", "show", "0" * 32).returncode == 1
     resent = _sidecar(settings, "dlq", "redrive", "--no-wait", entry.id)
     assert json.loads(resent.stdout) == {"redriven": 1, "failed_again": None}, resent.stderr
-    assert store.list() == [] and deps.redis_client(settings).llen(settings.fulltext_queue) == 1
+    assert store.list() == [] and factories.redis_client(settings).llen(settings.fulltext_queue) == 1

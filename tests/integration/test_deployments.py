@@ -8,8 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters import aws
-from indexer.pipeline import deps
+from indexer.adapters import aws, factories
 from indexer.pipeline.ingest import Ingestor
 from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
 from indexer.settings import Settings
@@ -65,7 +64,7 @@ def test_workers_of_two_deployments_on_one_queue_never_apply_each_others_tasks(
     }
     for settings in (one, two):
         prepare_tables(settings)
-        deps.fulltext_index(settings).ensure()
+        factories.fulltext_index(settings).ensure()
         store_all(settings, "box", [shared, *own[settings]])
     with workers(one, ("fulltext",)), workers(two, ("fulltext",)):
         assert index_fulltext(one, tmp_path) == 0
@@ -82,4 +81,4 @@ def test_workers_of_two_deployments_on_one_queue_never_apply_each_others_tasks(
         assert index_fulltext(one, tmp_path) == 0
         assert len(opensearch_docs(one, "box")) == 4
         assert len(opensearch_docs(two, "box")) == 5
-    assert deps.dead_letters(one).list() == []
+    assert factories.dead_letters(one).list() == []

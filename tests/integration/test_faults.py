@@ -191,13 +191,13 @@ def test_faults_under_write_load_end_with_zero_drift(settings: Settings, tmp_pat
 def _run_faults(
     settings: Settings, tmp_path: Path, broker: PrivateRedis, node: PrivateOpenSearch
 ) -> None:
+    from indexer.adapters import factories
     from indexer.ops.reconcile import reconcile
-    from indexer.pipeline import deps
     from indexer.pipeline.runner import spawn_workers, stop_workers
     from tests.pipeline_helpers import prepare_tables, wait_until
 
     ddb = prepare_tables(settings)
-    deps.fulltext_index(settings).ensure()
+    factories.fulltext_index(settings).ensure()
     log = tmp_path / "tail.log"
     workers = {role: spawn_workers(settings, (role,), 1, "WARNING", own_session=True)[0]
                for role in ("fulltext", "vectors")}
@@ -278,4 +278,4 @@ def _run_faults(
     report = reconcile(settings)
     assert report.drifted == 0, report.to_json()
     assert sum(s.table_messages for s in report.mailboxes) > 0, report.to_json()
-    assert deps.dead_letters(settings).list() == []
+    assert factories.dead_letters(settings).list() == []

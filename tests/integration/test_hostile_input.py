@@ -20,9 +20,9 @@ from hypothesis import settings as hsettings
 from hypothesis import strategies as st
 from opensearchpy.exceptions import TransportError
 
+from indexer.adapters import factories
 from indexer.adapters.opensearch import is_transient
 from indexer.adapters.opensearch_errors import client_error
-from indexer.pipeline import deps
 from indexer.settings import Settings
 from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
 
@@ -121,7 +121,7 @@ def test_generated_queries_never_see_a_5xx(api: Api, q: str, mode: str) -> None:
 )
 def test_engine_refusals_are_client_errors_not_outages(api: Api, query: dict[str, Any]) -> None:
     """The real engine's answers to a bad request (a 500 for too many clauses among them)."""
-    index = deps.fulltext_index(api.settings)
+    index = factories.fulltext_index(api.settings)
     with pytest.raises(TransportError) as refused:
         index.client.search(index=index.alias, body={"query": query})
     assert client_error(refused.value), refused.value.info

@@ -18,8 +18,7 @@ from typing import Any
 import httpx
 import pytest
 
-from indexer.adapters import aws
-from indexer.pipeline import deps
+from indexer.adapters import aws, factories
 from indexer.settings import Settings, to_env
 from sidecar_tools.mailimport.run import import_path
 from sidecar_tools.writer.mapping import to_items
@@ -130,7 +129,7 @@ def test_hostile_messages_are_imported_or_reported(settings: Settings, tmp_path:
     assert by_subject["no date here"]["date"] is None
     assert "Réunion café à Paris" in by_subject
 
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     body = {"query": {"bool": {"filter": [{"term": {"mailbox_id": mailbox}}],
                                "must": [{"match": {"clean": "R10000 cache flush"}}]}}}
     hits = index.client.search(index=index.alias, body=body, routing=mailbox)["hits"]["hits"]

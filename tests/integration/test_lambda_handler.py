@@ -16,11 +16,10 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.streams import iter_stream_records, latest_stream_arn
 from indexer.core.plan import Plan
 from indexer.core.records import decode_record
-from indexer.pipeline import deps
 from indexer.settings import Settings, get_settings
 from indexer.sources.lambda_handler import handler, process
 from sidecar_tools.writer.files import load_file
@@ -112,7 +111,7 @@ def test_handler_applies_a_batch_and_dead_letters_poison(
     assert len(table) == 4
     assert set(opensearch_docs(settings, "box")) == set(table)
     assert set(qdrant_points(settings, "box")) == {("box", k) for k in table}
-    letters = deps.dead_letters(settings).list()
+    letters = factories.dead_letters(settings).list()
     assert sorted(d.stage for d in letters) == ["decode", "decode"]
     assert {d.source for d in letters} == {
         f"lambda:{records[0]['eventSourceARN']}#?",
@@ -125,7 +124,7 @@ def test_engine_failing_mid_batch_reports_exactly_the_unapplied_records(
 ) -> None:
     _load(settings, tmp_path, 6, "box")
     records = _lambda_records(settings)
-    deps.fulltext_index(settings)  # the index exists, so the forwarder sees bulks only after it
+    factories.fulltext_index(settings)  # the index exists, so the forwarder sees bulks only after it
     proxy = DyingProxy(settings.opensearch_url, bulks=1)
     through = settings.model_copy(update={"opensearch_url": proxy.url, "batch_messages": 2})
     order = list(dict.fromkeys(k for r in records if (k := _message_key(r)) is not None))
@@ -156,7 +155,7 @@ def test_engine_failing_mid_batch_reports_exactly_the_unapplied_records(
     table = table_messages(aws.client(settings, "dynamodb"), settings.table, "box")
     assert set(opensearch_docs(settings, "box")) == set(table) == set(order)
     assert set(qdrant_points(settings, "box")) == {("box", k) for k in table}
-    assert deps.dead_letters(settings).list() == []
+    assert factories.dead_letters(settings).list() == []
 
 
 def test_a_dead_letter_that_cannot_be_written_is_reported(settings: Settings) -> None:

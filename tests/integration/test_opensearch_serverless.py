@@ -25,11 +25,11 @@ from urllib.parse import urlsplit
 import pytest
 from opensearchpy.exceptions import NotFoundError, RequestError
 
+from indexer.adapters import factories
 from indexer.adapters.opensearch import MAPPING_VERSION, mapping_file
 from indexer.core.plan import MessageRef
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
-from indexer.pipeline import deps
 from indexer.pipeline.sync import sync_fulltext
 from indexer.settings import Settings
 from sidecar_tools.writer.files import load_file
@@ -92,19 +92,19 @@ def _serverless(settings: Settings, proxy: SigV4Proxy) -> Settings:
 def _index_by_fulltext_task(settings: Settings, ddb: Any, mailbox: str) -> int:
     """What a full-text worker does for these messages (its task's body, in process)."""
     refs = [MessageRef(mailbox, key) for key in table_messages(ddb, settings.table, mailbox)]
-    outcome = sync_fulltext(deps.store(settings), deps.fulltext_index(settings), refs)
+    outcome = sync_fulltext(factories.store(settings), factories.fulltext_index(settings), refs)
     assert not outcome.poison and len(outcome.applied) == len(refs), outcome
     return len(refs)
 
 
 def _count(settings: Settings, mailbox: str) -> int:
     body = {"size": 100, "query": {"term": {"mailbox_id": mailbox}}}
-    return len(deps.fulltext_index(settings).search(mailbox, body))
+    return len(factories.fulltext_index(settings).search(mailbox, body))
 
 
 def test_the_proxy_answers_as_a_collection(settings: Settings, proxy: SigV4Proxy) -> None:
     """The rules the sidecar is tested against really refuse (so avoiding them is proven)."""
-    client = deps.fulltext_index(_serverless(settings, proxy)).client
+    client = factories.fulltext_index(_serverless(settings, proxy)).client
     with pytest.raises(NotFoundError):
         client.indices.refresh(index="anything")
     with pytest.raises(NotFoundError):
@@ -122,7 +122,7 @@ def test_index_search_reconcile_and_purge_on_serverless(
 ) -> None:
     aoss = _serverless(settings, proxy)
     box, other = f"aoss-{unique}@x.org", f"kept-{unique}@x.org"
-    index = deps.fulltext_index(aoss)
+    index = factories.fulltext_index(aoss)
     assert index.serverless
     index.ensure()  # template without the refused settings, index, alias
     ddb = prepare_tables(aoss)

@@ -11,11 +11,11 @@ from typing import Any
 
 import pytest
 
+from indexer.adapters import factories
 from indexer.adapters.participants import SK, item_pk
 from indexer.adapters.tables import init_tables
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef, ParticipantRef
-from indexer.pipeline import deps
 from indexer.settings import Settings
 
 pytestmark = pytest.mark.stack
@@ -37,7 +37,7 @@ def _ref(message: MessageRef, email: str, role: str) -> ParticipantRef:
 @pytest.fixture
 def store(settings: Settings, ddb: Any) -> Any:
     init_tables(ddb, settings, mail_table=True)
-    return deps.store(settings)
+    return factories.store(settings)
 
 
 def test_sync_read_and_remove(store: Any, ddb: Any, settings: Settings) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.pipeline import deps
+from indexer.adapters import factories
 from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.files import load_file
@@ -80,7 +80,7 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
             if len(re.findall(r"[a-z]{9,}", str(corpus[m["message_id"]]["content"]["clean"]))) > 3
         )  # type: ignore[index]
         words = re.findall(r"[a-z]{9,}", str(corpus[probe["message_id"]]["content"]["clean"]))  # type: ignore[index]
-        client = deps.fulltext_index(settings).client
+        client = factories.fulltext_index(settings).client
         body = {
             "query": {
                 "bool": {
@@ -140,7 +140,7 @@ def test_poison_records_are_dead_lettered_and_the_rest_applied(
         summary = ingest_files(settings, [str(mixed)])
     assert summary.decode_failed == 4 and summary.dead_lettered == 4
     assert summary.applied + summary.ignored == len(lines)
-    entries = deps.dead_letters(settings).list()
+    entries = factories.dead_letters(settings).list()
     reasons = " | ".join(e.reason for e in entries)
     assert len(entries) == 4
     assert "not JSON" in reasons and "lone surrogate" in reasons and "unknown item" in reasons
@@ -149,7 +149,7 @@ def test_poison_records_are_dead_lettered_and_the_rest_applied(
 
     # Redrive: still-poison records come back with their reasons; a sink-stage entry for a
     # message that is fine now is applied and leaves the store.
-    store = deps.dead_letters(settings)
+    store = factories.dead_letters(settings)
     key = next(iter(opensearch_docs(settings, "box")))
     store.add(
         stage="vectors",

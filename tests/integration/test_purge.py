@@ -14,11 +14,11 @@ from typing import Any
 
 import pytest
 
+from indexer.adapters import factories
 from indexer.core.vectors import PointWrite
 from indexer.ops.engines import open_engines
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
-from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
 from tests.ops_helpers import index_mailboxes
 from tests.pipeline_helpers import opensearch_docs, qdrant_points, table_messages
@@ -50,12 +50,12 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
     assert _participant_items(ddb, settings, box) > 0
 
     key = next(iter(table_messages(ddb, settings.table, box)))
-    dlq = deps.dead_letters(settings)
+    dlq = factories.dead_letters(settings)
     dlq.add(stage="fulltext", reason="t", payload={"messages": [[box, key]]}, mailbox_id=box)
     keys = {"PK": {"S": f"M#{box}#MSG#{key}"}, "SK": {"S": "META"}}
     dlq.add(stage="decode", reason="t", payload={"dynamodb": {"Keys": keys}})
     kept = dlq.add(stage="vectors", reason="t", payload={}, mailbox_id=other)
-    redis = deps.redis_client(settings)
+    redis = factories.redis_client(settings)
     result_key = f"celery-task-meta-{uuid.uuid4()}"
     redis.set(result_key, json.dumps({"result": {"dead_lettered": [[box, key]]}}), ex=600)
 

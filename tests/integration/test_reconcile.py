@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from indexer.adapters import factories
 from indexer.core.documents import MessageState, search_document
 from indexer.core.drift import Drift, View, compare, counts, fulltext_view
 from indexer.core.plan import MessageRef
 from indexer.ops.engines import open_engines
 from indexer.ops.reconcile import reconcile
-from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.store import delete_message
 from tests.ops_helpers import index_mailboxes
@@ -78,7 +78,7 @@ def test_reconcile_finds_and_repairs_drift(settings: Settings, tmp_path: Path, u
 
     rows = sorted(table_messages(ddb, settings.table, box).values(), key=lambda r: r["ts"])
     k = [MessageRef(box, r["message_key"]) for r in rows]
-    fulltext = deps.fulltext_index(settings)
+    fulltext = factories.fulltext_index(settings)
     ghost_ref = MessageRef(ghost, "f" * 64)
     with open_engines(settings) as engines:
         payload = engines.vectors.existing_payloads([k[3]])[k[3]]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from indexer.pipeline import deps
+from indexer.adapters import factories
 from indexer.settings import Settings
 from search_api.query import build_search_body, parse
 from tests.api_fixtures import Api, index_all, mail, start_api, store_all
@@ -66,7 +66,7 @@ def answers(api: Api) -> list[dict[str, Any]]:
 
 
 def raw_scores(settings: Settings, mailbox: str) -> list[float]:
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     index.refresh()
     body = build_search_body(parse("budget"), mailbox, size=10, sort_by_date=False)
     hits = index.client.search(index=index.alias, body=body, routing=mailbox)["hits"]["hits"]

@@ -131,9 +131,8 @@ OPS = [("store", 4, "alpha", 0), ("rewrite", 2, "beta", 1), ("delete", 3, "alpha
 @pytest.mark.stack
 @pytest.mark.slow
 def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> None:
-    from indexer.adapters import aws
+    from indexer.adapters import aws, factories
     from indexer.adapters.streams import iter_stream_records, latest_stream_arn
-    from indexer.pipeline import deps
     from indexer.settings import get_settings
     from tests.integration.test_tail import _write
     from tests.pipeline_helpers import prepare_tables, qdrant_points, table_messages, wait_until
@@ -214,6 +213,6 @@ def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> No
                 for k, m in table_messages(ddb, settings.table, mb).items()
                 if (m.get("forai") or "").strip()}
         assert set(points) == want
-        assert deps.dead_letters(settings).list() == []
+        assert factories.dead_letters(settings).list() == []
     finally:
         server.stop()

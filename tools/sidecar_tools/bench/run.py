@@ -20,10 +20,9 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.pipeline import deps
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
 from sidecar_tools.bench import dataset, limits, peers, pipeline, queries, search
@@ -87,7 +86,7 @@ def _pipeline_stages(
         out["fulltext_only"] = pipeline.ingest(ft, data.stream, expected, fulltext_only=True)
     finally:
         pipeline.stop(workers)
-        deps.redis_client(ft).delete(ft.vectors_queue)
+        factories.redis_client(ft).delete(ft.vectors_queue)
     return full, out
 
 

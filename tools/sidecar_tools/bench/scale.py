@@ -24,10 +24,10 @@ from typing import Any
 
 from opensearchpy import helpers
 
+from indexer.adapters import factories
 from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.core.vectors import PointWrite
-from indexer.pipeline import deps
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
 from sidecar_tools.bench import dataset, limits, pipeline, queries, search
@@ -82,7 +82,7 @@ def copy_documents(settings: Settings, mailbox: str, copies: int) -> int:
 def copy_points(settings: Settings, copies: int) -> tuple[int, int]:
     """Every point of the collection, ``copies`` times with other mailbox ids and point ids;
     returns (points before, points written)."""
-    index = deps.vector_index(settings)
+    index = factories.vector_index(settings)
     try:
         store = index.store
         originals = [
@@ -105,7 +105,7 @@ def copy_points(settings: Settings, copies: int) -> tuple[int, int]:
         return len(originals), written
     finally:
         index.close()
-        deps.vector_index.cache_clear()
+        factories.vector_index.cache_clear()
 
 
 def run(opts: ScaleOptions, base: Settings, log: Log) -> dict[str, Any]:

@@ -23,11 +23,11 @@ from typing import Any
 
 import httpx
 
+from indexer.adapters import factories
 from indexer.adapters.embedder import Embedder
 from indexer.core.documents import point_id
 from indexer.core.items import message_sk, thread_pk
 from indexer.core.plan import MessageRef
-from indexer.pipeline import deps
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from search_api.query import (
@@ -57,7 +57,7 @@ class Workload:
 
 
 def _os_search(settings: Settings, mailbox: str, q: str, size: int = PAGE) -> bool:
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     body = build_search_body(
         parse(q),
         mailbox,
@@ -75,7 +75,7 @@ def _hybrid_text_leg(settings: Settings, mailbox: str, q: str, *, page_only: boo
     """Hybrid's relaxed full-text leg (``HYBRID.text_depth`` candidates, any one free word):
     before, all of them highlighted in the one request; now fetched without snippets, then
     only the returned page's snippets in a second, small request (as the API does)."""
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     node = parse(q)
     body = build_search_body(
         node, mailbox, size=HYBRID.text_depth, sort_by_date=False, search_after=None,
@@ -91,7 +91,7 @@ def _hybrid_text_leg(settings: Settings, mailbox: str, q: str, *, page_only: boo
 
 def _qdrant_search(settings: Settings, mailbox: str, q: str, vector: list[float]) -> bool:
     flt = to_filter(vector_filter(parse(q), mailbox))
-    deps.vector_index(settings).query(vector, flt, DEPTH)
+    factories.vector_index(settings).query(vector, flt, DEPTH)
     return True
 
 
@@ -103,26 +103,26 @@ def raw_calls(
     vectors = {q: embedder.embed([q])[0] for q in work.free_text}
     own = [m for m in messages if m.ref.mailbox_id == mb]
     pages = [own[i : i + PAGE] for i in range(0, min(len(own), 50 * PAGE), PAGE)]
-    store = deps.store(settings)
+    store = factories.store(settings)
 
     def batch_get(page: list[Message], consistent: bool = True) -> bool:
         keys = [(thread_pk(mb, m.thread_key), message_sk(m.ts, m.ref.message_key)) for m in page]
         return len(store.get_items(keys, consistent=consistent)) == len(page)
 
     def similar(key: str) -> bool:
-        point = deps.vector_index(settings).point(MessageRef(mb, key))
+        point = factories.vector_index(settings).point(MessageRef(mb, key))
         if point is None or point.vector is None:
             return False
         thread = str((point.payload or {}).get("thread_key"))
         flt = VectorFilter(mb, exclude_message_keys=(key,), exclude_thread_keys=(thread,))
-        deps.vector_index(settings).query(list(point.vector), to_filter(flt), PAGE)
+        factories.vector_index(settings).query(list(point.vector), to_filter(flt), PAGE)
         return True
 
     threads = {m.ref.message_key: m.thread_key for m in own}
 
     def more_like_this(key: str) -> bool:
         """The two ``more_like_this`` queries the API's (fused) similar mode adds."""
-        index = deps.fulltext_index(settings)
+        index = factories.fulltext_index(settings)
         for fields in (MLT_FIELDS, ("subject",)):
             body = more_like_this_body(
                 index=index.alias, doc_id=point_id(MessageRef(mb, key)), mailbox_id=mb,
@@ -146,7 +146,7 @@ def raw_calls(
         "hybrid_text_highlight_page": (
             lambda q: _hybrid_text_leg(settings, mb, q, page_only=True), work.free_text),
         # The read alias's resolution, once per semantic/hybrid request before its cache.
-        "qdrant_aliases": (lambda _: bool(deps.vector_index(settings).store.aliases() or 1),
+        "qdrant_aliases": (lambda _: bool(factories.vector_index(settings).store.aliases() or 1),
                            work.free_text),
     }
 
@@ -168,8 +168,8 @@ def measure_raw(
             for name, (fn, inputs) in calls.items()
         }
     finally:
-        deps.vector_index(settings).close()
-        deps.vector_index.cache_clear()
+        factories.vector_index(settings).close()
+        factories.vector_index.cache_clear()
 
 
 def _free_port() -> int:

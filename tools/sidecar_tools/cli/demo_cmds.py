@@ -45,9 +45,9 @@ def _stored(ddb: Any, settings: Settings, mailbox: str) -> None:
 
 
 def _fulltext(settings: Settings, mailbox: str, queries: list[str]) -> None:
-    from indexer.pipeline import deps
+    from indexer.adapters import factories
 
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     index.client.indices.refresh(index=index.alias)
     for text in queries:
         body = {
@@ -66,17 +66,17 @@ def _fulltext(settings: Settings, mailbox: str, queries: list[str]) -> None:
 
 
 def _neighbours(settings: Settings, mailbox: str) -> None:
+    from indexer.adapters import factories
     from indexer.core.vectors import match
-    from indexer.pipeline import deps
 
-    index = deps.vector_index(settings)
+    index = factories.vector_index(settings)
     only = match("mailbox_id", mailbox)
     first = next(index.store.scroll(index.alias, only, None, with_vector=True), [])
     if not first or first[0].vector is None:
         console.print("[red]no vectors indexed[/red]")
         return
     source, vector = first[0], first[0].vector
-    subjects = deps.fulltext_index(settings)
+    subjects = factories.fulltext_index(settings)
     hits = index.query(vector, only, 4)
     console.print(
         f"[bold]nearest neighbours[/bold] of {_subject(subjects, mailbox, source.payload)!r}:"
@@ -103,10 +103,9 @@ def demo(
     serve: Annotated[bool, typer.Option(help="End by serving the API (Ctrl-C stops).")] = True,
 ) -> None:
     """Load a sample mailbox, index it through real workers, query both engines, serve the API."""
-    from indexer.adapters import aws
+    from indexer.adapters import aws, factories
     from indexer.adapters.streams import export_records
     from indexer.adapters.tables import init_tables
-    from indexer.pipeline import deps
     from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
     from indexer.sources.files import read_sources
     from sidecar_tools.writer.files import load_file
@@ -138,7 +137,7 @@ def demo(
     )
     _fulltext(settings, mailbox, ["release checklist", "outage database", "café recipe"])
     _neighbours(settings, mailbox)
-    deps.vector_index(settings).close()  # the API process becomes the store's owner
+    factories.vector_index(settings).close()  # the API process becomes the store's owner
     if serve:
         from sidecar_tools.cli.demo_api import serve_and_show
 

@@ -60,10 +60,10 @@ class _Indexer:
     """Batches of stored messages, synced into both indexes as a task would."""
 
     def __init__(self, settings: Settings, summary: ImportSummary) -> None:
-        from indexer.pipeline import deps
+        from indexer.adapters import factories
 
         self.settings, self.summary = settings, summary
-        self.store, self.fulltext = deps.store(settings), deps.fulltext_index(settings)
+        self.store, self.fulltext = factories.store(settings), factories.fulltext_index(settings)
         self.refs: list[MessageRef] = []
         self.participants: list[ParticipantRef] = []
 
@@ -91,21 +91,21 @@ class _Indexer:
         self.refs, self.participants = [], []
 
     def _dead_letter(self, poison: dict[MessageRef, str], stage: str) -> None:
-        from indexer.pipeline import deps
+        from indexer.adapters import factories
 
         for ref, reason in poison.items():
-            deps.dead_letters(self.settings).add(
+            factories.dead_letters(self.settings).add(
                 stage=stage, reason=reason, mailbox_id=ref.mailbox_id,
                 payload={"messages": [ref.to_json()], "participants": []},
             )
 
     def close(self) -> None:
-        from indexer.pipeline import deps
+        from indexer.adapters import factories
 
         self.flush()
         self.fulltext.refresh()
-        deps.vector_index(self.settings).close()  # release the embedded store's lock
-        deps.vector_index.cache_clear()
+        factories.vector_index(self.settings).close()  # release the embedded store's lock
+        factories.vector_index.cache_clear()
 
 
 def _store_one(

@@ -17,12 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters import aws
+from indexer.adapters import aws, factories
 from indexer.adapters.opensearch import MAPPING_VERSION
 from indexer.adapters.streams import export_records
 from indexer.adapters.tables import init_tables
 from indexer.core.plan import MessageRef, ParticipantRef
-from indexer.pipeline import deps
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
@@ -56,13 +55,13 @@ def local_send(settings: Settings, lanes: dict[str, ThreadPoolExecutor]) -> Any:
 
     def fulltext(payload: dict[str, Any]) -> Outcome:
         people = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
-        index = deps.fulltext_index(settings)
-        return sync_fulltext(deps.store(settings), index, _refs(payload), people)
+        index = factories.fulltext_index(settings)
+        return sync_fulltext(factories.store(settings), index, _refs(payload), people)
 
     def vectors(payload: dict[str, Any]) -> Outcome:
-        index, embedder = deps.vector_index(settings), deps.embedder(settings)
+        index, embedder = factories.vector_index(settings), factories.embedder(settings)
         refs = _refs(payload)  # a fresh namespace: the alias names the configured recipe's
-        return sync_vectors(deps.store(settings), index, embedder, refs, index.recipe)
+        return sync_vectors(factories.store(settings), index, embedder, refs, index.recipe)
 
     work = {"fulltext": fulltext, "vectors": vectors}
 
@@ -99,7 +98,7 @@ def index_table(settings: Settings, workdir: Path) -> IngestSummary:
         settings.table,
         records,
     )
-    deps.vector_index(settings)  # opened here, before the lanes use it
+    factories.vector_index(settings)  # opened here, before the lanes use it
     with (
         ThreadPoolExecutor(1, "fulltext") as text_lane,
         ThreadPoolExecutor(1, "vectors") as vector_lane,
@@ -108,7 +107,7 @@ def index_table(settings: Settings, workdir: Path) -> IngestSummary:
         ingest = Ingestor(local_send(settings, lanes), _refuse, settings.batch_messages)
         ingest.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
         summary = ingest.wait()
-    index = deps.fulltext_index(settings)
+    index = factories.fulltext_index(settings)
     index.client.indices.refresh(index=index.alias)
     return summary
 
@@ -137,7 +136,7 @@ def eval_settings(base: Settings, workdir: Path) -> Settings:
 
 def drop_namespace(settings: Settings) -> None:
     """Delete what :func:`index_corpus` created (tables, indices, template, vector store)."""
-    os_index = deps.fulltext_index(settings)
+    os_index = factories.fulltext_index(settings)
     os_index.client.indices.delete(index=f"{settings.opensearch_index}-v*", ignore=[404])
     for version in range(1, MAPPING_VERSION + 1):
         os_index.client.indices.delete_index_template(
@@ -147,7 +146,7 @@ def drop_namespace(settings: Settings) -> None:
     for table in (settings.table, settings.resolved_state_table):
         with suppress(ddb.exceptions.ResourceNotFoundException):
             ddb.delete_table(TableName=table)
-    deps.vector_index(settings).close()
+    factories.vector_index(settings).close()
     shutil.rmtree(settings.qdrant_path, ignore_errors=True)
 
 
