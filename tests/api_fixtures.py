@@ -18,7 +18,7 @@ from typing import Any
 import httpx
 
 from indexer.adapters import aws, factories
-from indexer.pipeline.runner import spawn_workers, stop_workers
+from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from sidecar_tools.writer.mapping import to_items

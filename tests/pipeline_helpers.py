@@ -16,8 +16,9 @@ from indexer.adapters.streams import export_records
 from indexer.adapters.tables import init_tables
 from indexer.core.documents import text_hash
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
+from indexer.pipeline.dispatch import ingestor
 from indexer.pipeline.ingest import IngestSummary
-from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
+from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
 

@@ -38,7 +38,7 @@ def worker(
     ] = None,
 ) -> None:
     """Start Celery workers: one per queue, so full-text never waits behind embedding."""
-    from indexer.pipeline.runner import ROLES, spawn_workers, supervise
+    from indexer.pipeline.workers import ROLES, spawn_workers, supervise
 
     roles = ROLES if role == "all" else (role,)
     if any(r not in ROLES for r in roles):
@@ -84,7 +84,7 @@ def ingest(
 
     Exits 1 when any record or message was dead-lettered (``sidecar dlq list``), else 0."""
     from indexer.adapters.aws import client
-    from indexer.pipeline.runner import ingestor
+    from indexer.pipeline.dispatch import ingestor
     from indexer.sources.files import read_sources
 
     settings = get_settings()

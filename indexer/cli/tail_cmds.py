@@ -81,8 +81,8 @@ def build_tailer(
     from indexer.adapters.broker import lost_task_check
     from indexer.adapters.state import Lease, ShardCheckpointStore
     from indexer.adapters.streams import latest_stream_arn
+    from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
     from indexer.pipeline.ingest import Ingestor
-    from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
 
     if stage not in ("all", *READERS):
         raise ValueError(f"unknown stage {stage!r}")

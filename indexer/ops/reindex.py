@@ -44,8 +44,8 @@ from indexer.adapters import aws, factories
 from indexer.adapters.dynamo import message_items
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
 from indexer.core.plan import MessageRef
+from indexer.pipeline.dispatch import celery_send
 from indexer.pipeline.ingest import Pending
-from indexer.pipeline.runner import celery_send
 from indexer.settings import Settings
 
 Say = Callable[[str], None]

@@ -10,9 +10,9 @@ from typing import Any
 
 from indexer.adapters import factories
 from indexer.adapters.dlq import DeadLetter
-from indexer.pipeline.runner import celery_send, ingestor
+from indexer.core.records import RawRecord
+from indexer.pipeline.dispatch import celery_send, ingestor
 from indexer.settings import Settings
-from indexer.sources.files import RawRecord
 
 
 def _has_keys(payload: Any) -> bool:

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from indexer.core.plan import MessageRef
-from indexer.pipeline.runner import celery_send
+from indexer.pipeline.dispatch import celery_send
 from indexer.settings import Settings
 
 

@@ -43,8 +43,8 @@ from indexer.core.errors import TransientError
 from indexer.core.plan import ParticipantRef
 from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter, participant_ref
+from indexer.pipeline.dispatch import ingestor
 from indexer.pipeline.ingest import Ingestor, IngestSummary
-from indexer.pipeline.runner import ingestor
 from indexer.settings import Settings
 from indexer.sources.exports import (
     DataFile,

@@ -38,8 +38,8 @@ from indexer.adapters import factories
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record
+from indexer.pipeline.dispatch import celery_send
 from indexer.pipeline.ingest import Pending, _result
-from indexer.pipeline.runner import celery_send
 from indexer.pipeline.sync import Outcome, sync_fulltext
 from indexer.settings import Settings, get_settings
 

@@ -14,7 +14,7 @@ import pytest
 from indexer.adapters import aws, factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
-from indexer.pipeline.runner import stop_workers
+from indexer.pipeline.workers import stop_workers
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
 from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all

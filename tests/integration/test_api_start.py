@@ -19,7 +19,7 @@ import pytest
 from indexer.adapters import factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
-from indexer.pipeline.runner import stop_workers
+from indexer.pipeline.workers import stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from tests.api_fixtures import TOKEN_A, free_port

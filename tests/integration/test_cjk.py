@@ -102,8 +102,8 @@ def test_v2_index_reindexed_to_v3_finds_chinese_and_japanese_words(
 def index_all_fulltext(settings: Settings, tmp_path: Path) -> None:
     """The table's stream through the pipeline (full-text only; no vectors worker here)."""
     from indexer.adapters import aws
+    from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
     from indexer.pipeline.ingest import Ingestor
-    from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
     from indexer.sources.files import read_sources
     from tests.pipeline_helpers import export_stream
 

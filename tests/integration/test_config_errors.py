@@ -20,8 +20,8 @@ from prometheus_client.multiprocess import MultiProcessCollector
 
 from indexer.adapters import aws, factories
 from indexer.adapters.opensearch import OpenSearchIndex, build_client
+from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor
-from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from search_api.app import create_app

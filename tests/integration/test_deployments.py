@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 
 from indexer.adapters import aws, factories
+from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor
-from indexer.pipeline.runner import celery_send, decode_dead_letter, only_stage
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from sidecar_tools.writer.store import delete_message

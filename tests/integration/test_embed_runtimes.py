@@ -94,7 +94,8 @@ def test_the_roles_that_never_embed_import_no_encoder() -> None:
     """Subprocess: what the tailer, the full-text worker (the Celery tasks module), the CLI
     (tail, ingest, backfill, reconcile, purge), the ops and the Lambda handler import."""
     modules = ["indexer.sources.tail", "indexer.sources.lambda_handler",
-               "indexer.sources.backfill", "indexer.pipeline.tasks", "indexer.pipeline.runner",
+               "indexer.sources.backfill", "indexer.pipeline.tasks", "indexer.pipeline.dispatch",
+               "indexer.pipeline.workers",
                "indexer.ops.reconcile", "indexer.ops.purge", "indexer.cli.main"]
     probe = (f"import importlib, sys\nfor m in {modules!r}: importlib.import_module(m)\n"
              f"print(sorted(m for m in sys.modules if m.split('.')[0] in {ENCODER_MODULES!r}))")

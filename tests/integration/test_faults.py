@@ -193,7 +193,7 @@ def _run_faults(
 ) -> None:
     from indexer.adapters import factories
     from indexer.ops.reconcile import reconcile
-    from indexer.pipeline.runner import spawn_workers, stop_workers
+    from indexer.pipeline.workers import spawn_workers, stop_workers
     from tests.pipeline_helpers import prepare_tables, wait_until
 
     ddb = prepare_tables(settings)

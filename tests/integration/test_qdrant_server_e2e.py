@@ -27,7 +27,7 @@ from indexer.core.vectors import match
 from indexer.ops import reindex_vectors as ops
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
-from indexer.pipeline.runner import spawn_workers, stop_workers
+from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings
 from sidecar_tools.writer.files import read_emails
 from sidecar_tools.writer.mapping import to_items

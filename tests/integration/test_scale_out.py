@@ -38,8 +38,8 @@ import httpx
 import pytest
 
 from indexer.adapters import aws
+from indexer.pipeline.dispatch import celery_send, decode_dead_letter
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Pending
-from indexer.pipeline.runner import celery_send, decode_dead_letter
 from indexer.settings import Settings, to_env
 from indexer.sources.files import read_sources
 from search_api.auth import token_hash

@@ -13,8 +13,8 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from prometheus_client import REGISTRY
 
 from indexer.adapters.broker import lost_task_check
+from indexer.pipeline.dispatch import celery_send, decode_dead_letter, ingestor
 from indexer.pipeline.ingest import Ingestor
-from indexer.pipeline.runner import celery_send, decode_dead_letter, ingestor
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from sidecar_tools.writer.files import load_file

@@ -18,14 +18,9 @@ from typing import Any
 from indexer.adapters import aws
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.tables import init_tables
+from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Send
-from indexer.pipeline.runner import (
-    celery_send,
-    decode_dead_letter,
-    only_stage,
-    spawn_workers,
-    stop_workers,
-)
+from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from sidecar_tools.bench.timing import peak_rss_mib, rate

@@ -106,7 +106,8 @@ def demo(
     from indexer.adapters import aws, factories
     from indexer.adapters.streams import export_records
     from indexer.adapters.tables import init_tables
-    from indexer.pipeline.runner import ROLES, ingestor, spawn_workers, stop_workers
+    from indexer.pipeline.dispatch import ingestor
+    from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
     from indexer.sources.files import read_sources
     from sidecar_tools.writer.files import load_file
 
