@@ -48,6 +48,10 @@ RECORDS_DEAD_LETTERED = Counter(
     "sidecar_records_dead_lettered_total",
     "Records dead-lettered: undecodable, or naming a message that an index rejected.",
 )
+GAPS = Counter(
+    "sidecar_stream_gaps_total",
+    "Stream records that expired before the tailer read them (run `sidecar backfill`).",
+)
 TASKS_RESENT = Counter(
     "sidecar_tasks_resent_total",
     "Tasks sent again because the broker had lost them (neither queued nor unacked, never "

@@ -15,7 +15,7 @@ from indexer.adapters.broker import lost_task_check
 from indexer.core.dead_letters import trigger_of
 from indexer.core.records import RawRecord
 from indexer.pipeline.deployment import stamped
-from indexer.pipeline.ingest import DeadLetter, Ingestor, Pending, Send
+from indexer.pipeline.ingest import DecodeDeadLetter, Ingestor, Pending, Send
 from indexer.settings import Settings
 
 
@@ -48,7 +48,7 @@ def only_stage(send: Send, stage: str) -> Send:
     return filtered
 
 
-def decode_dead_letter(settings: Settings) -> DeadLetter:
+def decode_dead_letter(settings: Settings) -> DecodeDeadLetter:
     store = factories.dead_letters(settings)
 
     def write(item: RawRecord, reason: str) -> None:

@@ -34,7 +34,9 @@ class Pending(Protocol):
 
 
 Send = Callable[[str, dict[str, Any]], Pending]
-DeadLetter = Callable[[RawRecord, str], None]
+# Writes an undecodable record to the dead-letter store with its reason (not the entry
+# itself: that is :class:`indexer.adapters.dlq.DeadLetter`).
+DecodeDeadLetter = Callable[[RawRecord, str], None]
 # For each task: True when the broker has no trace of it (not queued, not in flight) and it
 # never started.
 Lost = Callable[[Sequence[Pending]], list[bool]]
@@ -104,7 +106,7 @@ class Ingestor:
     def __init__(
         self,
         send: Send,
-        dead_letter: DeadLetter,
+        dead_letter: DecodeDeadLetter,
         batch_messages: int,
         lost: Lost | None = None,
         lost_check_s: float = LOST_CHECK_S,

@@ -24,8 +24,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from prometheus_client import Counter
-
 from indexer.adapters.dynamo_io import error_code
 from indexer.adapters.errors import classify
 from indexer.adapters.state import Lease, ShardCheckpoint
@@ -34,16 +32,12 @@ from indexer.core.errors import ErrorKind
 from indexer.core.export_window import gap_command
 from indexer.core.records import RawRecord
 from indexer.core.retry import backoff_seconds
-from indexer.metrics import STREAM_LAG
+from indexer.metrics import GAPS, STREAM_LAG
 
 log = logging.getLogger(__name__)
 
 PAGE_LIMIT = 1000
 StartAt = Literal["trim_horizon", "latest"]
-GAPS = Counter(
-    "sidecar_stream_gaps_total",
-    "Stream records that expired before the tailer read them (run `sidecar backfill`).",
-)
 
 
 class Sink(Protocol):

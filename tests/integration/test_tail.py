@@ -14,7 +14,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 
 from indexer.adapters.state import Lease, ShardCheckpoint
 from indexer.core.export_window import iso
-from indexer.sources.tail import GAPS, StreamTailer, TailOptions
+from indexer.metrics import GAPS
+from indexer.sources.tail import StreamTailer, TailOptions
 
 ARN = "arn:aws:dynamodb:us-east-1:0:table/t/stream/x"
 
