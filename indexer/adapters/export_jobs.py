@@ -27,8 +27,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from indexer.core.export_window import Window
-from indexer.sources.exports import ExportError
+from indexer.core.export_window import ExportError, Window
 
 PENDING, DONE, FAILED = "IN_PROGRESS", "COMPLETED", "FAILED"
 Status = Callable[[dict[str, Any]], None]

@@ -77,8 +77,8 @@ def backfill(
     ] = 10.0,
 ) -> None:
     """Replay an export (or a Scan) of the mail table through the workers, resumably."""
+    from indexer.core.export_window import ExportError
     from indexer.sources.backfill import backfill_export
-    from indexer.sources.exports import ExportError
     from indexer.sources.scan import backfill_scan
 
     if sum((scan, uri is not None, export)) != 1:
@@ -152,9 +152,8 @@ def _export(
     prefix: str | None, poll: float, **replay: Any,
 ) -> None:
     """Export (or resume the export of) each window, wait with progress, replay it."""
-    from indexer.core.export_window import iso
+    from indexer.core.export_window import ExportError, iso
     from indexer.sources.export_backfill import export_and_backfill
-    from indexer.sources.exports import ExportError
 
     target = bucket or settings.export_bucket
     if not target:

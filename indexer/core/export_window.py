@@ -16,6 +16,12 @@ MAX_S = 24 * 3600
 GAP_MARGIN_S = 60  # stream times are approximate (whole seconds): the repair starts earlier
 
 
+class ExportError(ValueError):
+    """The export itself (not one row) is unusable: bad manifest, unsupported format, an
+    export the table refused or that failed. Here, in the pure core, because both the reader
+    of exports (``sources``) and the export requests (``adapters``) raise it."""
+
+
 @dataclass(frozen=True, slots=True, order=True)
 class Window:
     """``[start, end)`` in epoch seconds; both None = a full export (the table now)."""

@@ -40,6 +40,7 @@ from indexer.adapters import aws, factories
 from indexer.adapters.objects import s3_bytes, s3_keys
 from indexer.adapters.state import MarkStore
 from indexer.core.errors import TransientError
+from indexer.core.export_window import ExportError
 from indexer.core.plan import ParticipantRef
 from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter, participant_ref
@@ -48,7 +49,6 @@ from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.settings import Settings
 from indexer.sources.exports import (
     DataFile,
-    ExportError,
     export_rows,
     parse_manifest_files,
     parse_summary,

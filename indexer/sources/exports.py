@@ -30,16 +30,13 @@ from dataclasses import dataclass
 from typing import Any
 
 from indexer.core.errors import RecordError
+from indexer.core.export_window import ExportError
 from indexer.core.jsonlines import BlobError, json_lines, text_of
 from indexer.core.records import RawRecord
 
 SUMMARY_NAME = "manifest-summary.json"
 FULL = "FULL_EXPORT"
 INCREMENTAL = "INCREMENTAL_EXPORT"
-
-
-class ExportError(ValueError):
-    """The export itself (not one row) is unusable: bad manifest, unsupported format."""
 
 
 @dataclass(frozen=True, slots=True)

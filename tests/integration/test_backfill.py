@@ -23,12 +23,12 @@ import pytest
 from indexer.adapters import aws, factories
 from indexer.adapters.state import MarkStore
 from indexer.core.errors import RecordError
+from indexer.core.export_window import ExportError
 from indexer.core.plan import plan_records
 from indexer.core.records import EventName, decode_record
 from indexer.settings import Settings
 from indexer.sources.backfill import backfill_export, export_checkpoint_pk
 from indexer.sources.exports import (
-    ExportError,
     export_rows,
     parse_manifest_files,
     parse_summary,
