@@ -17,9 +17,9 @@ from indexer.adapters.dynamo_io import Key, batch_get, classify_error, items, pa
 from indexer.adapters.participants import ParticipantStore
 from indexer.adapters.tables import INIT_HINT, MAIL_HINT, Needed, require
 from indexer.core.documents import MessageState, Participant
-from indexer.core.errors import RecordError, TransientError
+from indexer.core.errors import RecordError
 from indexer.core.items import ItemKind, classify, message_pk, message_sk, thread_pk
-from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.core.plan import BODY_WANTED, MessageRef, ParticipantRef
 
 
 class DynamoStore:
@@ -47,9 +47,11 @@ class DynamoStore:
     def read_states(
         self, refs: Collection[MessageRef], *, participants: bool
     ) -> dict[MessageRef, MessageState]:
-        """Each message's current Message, Body (and participants), or ``message=None``."""
+        """Each message's current Message, Body (and participants), or ``message=None``; the
+        Body is not read (``body=None``) while :data:`~indexer.core.plan.BODY_WANTED` is off."""
+        wanted = ("META", "BODY") if BODY_WANTED.get() else ("META",)
         first = self.get_items(
-            (message_pk(r.mailbox_id, r.message_key), sk) for r in refs for sk in ("META", "BODY")
+            (message_pk(r.mailbox_id, r.message_key), sk) for r in refs for sk in wanted
         )
         message_keys: dict[MessageRef, Key] = {}
         for ref in refs:
@@ -129,16 +131,22 @@ class DynamoStore:
         return self._people.of_many([ref])[ref]
 
     def sync_participants(self, refs: Collection[ParticipantRef]) -> None:
-        """Make the participant store match the mail table for these items (write, then verify)."""
+        """Make the participant store match the mail table for these items: one strongly
+        consistent read of each participant item, then the write.
+
+        Why no verify re-read (it was over half of a message's read units, issue 28): a
+        participant item is put in its message's transaction and deleted with it, never
+        rewritten in place by the writer, so the item read here can only later disappear —
+        and its deletion is a REMOVE record of its own, whose sync reads after it and removes
+        the attribute. A rename made in place by hand is likewise a MODIFY record of its own.
+        The one race left: a sync that read the item before its message was deleted and writes
+        after the REMOVE's sync leaves an attribute on the PEOPLE item of a message that no
+        longer exists; no document shows it (a gone message has none), the verify re-read
+        used to remove it.
+        """
         pending = set(refs)
-        for _ in range(5):
-            current = self.get_items((r.pk, r.sk) for r in pending)
-            self._people.write(pending, current)
-            again = self.get_items((r.pk, r.sk) for r in pending)
-            pending = {r for r in pending if current.get((r.pk, r.sk)) != again.get((r.pk, r.sk))}
-            if not pending:
-                return
-        raise TransientError("participant items kept changing; retry later")
+        current = self.get_items((r.pk, r.sk) for r in pending)
+        self._people.write(pending, current)
 
     def describe(self) -> None:
         """Readiness probe: both tables exist and answer (:class:`MissingTableError` names a

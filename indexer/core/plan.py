@@ -17,10 +17,17 @@ Planner rules:
 from __future__ import annotations
 
 from collections.abc import Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 
 from indexer.core.items import ItemKind, classify
 from indexer.core.records import StreamRecord
+
+# Off while the vectors sink reads (``indexer.pipeline.sync.sync_vectors``): a point is made
+# from the Message item alone, and the Body (up to 400 KB, 4 KB per read unit) was read for
+# nothing. A context variable, not a parameter, so every ``read_states`` (a test's stalling
+# subclass included) keeps its signature; it is local to the thread running the sync.
+BODY_WANTED: ContextVar[bool] = ContextVar("body_wanted", default=True)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -23,7 +23,7 @@ from indexer.core.documents import (
     vector_target,
 )
 from indexer.core.errors import TransientError
-from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.core.plan import BODY_WANTED, MessageRef, ParticipantRef
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
 MAX_ROUNDS = 5
@@ -169,7 +169,11 @@ def sync_vectors(
     writer = _VectorWriter(sink, embedder, outcome)
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, VectorTarget]:
-        states = table.read_states(refs, participants=False)
+        token = BODY_WANTED.set(False)  # a point never uses the Body: do not read it
+        try:
+            states = table.read_states(refs, participants=False)
+        finally:
+            BODY_WANTED.reset(token)
         return {r: vector_target(s, recipe) for r, s in states.items()}
 
     result = _converge(messages, read, writer, _vector_key)
