@@ -19,10 +19,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from indexer.adapters.qdrant_edge import EdgeStore, LegacyStoreError, StoreBusyError
-from indexer.adapters.vector_targets import collection_name
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
-from indexer.core.recipes import DEFAULT_RECIPE, Recipe
+from indexer.core.recipes import DEFAULT_RECIPE, Recipe, collection_name
 from indexer.core.vectors import (
     Filter,
     Hit,

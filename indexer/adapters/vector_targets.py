@@ -21,9 +21,9 @@ import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING, NamedTuple
 
-from indexer.core.recipes import RECIPES, Recipe, recipe
+from indexer.core.recipes import RECIPES, UNNAMED_RECIPE, Recipe, collection_name, recipe
 
-if TYPE_CHECKING:  # qdrant.py names its collection with collection_name below
+if TYPE_CHECKING:
     from indexer.adapters.qdrant import VectorIndex
 
 WRITE_SUFFIX = "-write"
@@ -54,18 +54,6 @@ def bound(index: VectorIndex, collection: str) -> VectorIndex:
 
 def _prefix(index: VectorIndex) -> str:
     return index.alias.removesuffix("-vectors")
-
-
-# The recipe a collection name without a recipe suffix embedded (see the module docstring).
-UNNAMED_RECIPE: Recipe = "forai"
-
-
-def collection_name(prefix: str, model_slug: str, max_tokens: int | None, text: Recipe) -> str:
-    """``<prefix>-<model slug>[-t<max_tokens>][-<recipe>]`` (the recipe left out for
-    ``forai``): the one naming rule of vector collections."""
-    tokens = "" if max_tokens is None else f"-t{max_tokens}"
-    suffix = "" if text == UNNAMED_RECIPE else f"-{text}"
-    return f"{prefix}-{model_slug}{tokens}{suffix}"
 
 
 def collection_for(

@@ -48,3 +48,16 @@ def embedded_text(name: Recipe, subject: str | None, forai: str | None) -> str |
         return None
     topic = strip_subject(subject) if name == "subject-forai" and subject else ""
     return f"{topic}\n\n{forai}" if topic else forai
+
+
+# The recipe a collection name without a recipe suffix embedded (collections made
+# before recipes were named carry none).
+UNNAMED_RECIPE: Recipe = "forai"
+
+
+def collection_name(prefix: str, model_slug: str, max_tokens: int | None, text: Recipe) -> str:
+    """``<prefix>-<model slug>[-t<max_tokens>][-<recipe>]`` (the recipe left out for
+    ``forai``): the one naming rule of vector collections."""
+    tokens = "" if max_tokens is None else f"-t{max_tokens}"
+    suffix = "" if text == UNNAMED_RECIPE else f"-{text}"
+    return f"{prefix}-{model_slug}{tokens}{suffix}"
