@@ -27,8 +27,10 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
+from indexer.adapters import opensearch_cluster as cluster
 from indexer.adapters import opensearch_serverless as aoss
 from indexer.adapters.opensearch_auth import client_options
+from indexer.adapters.opensearch_cluster import Distribution, SidecarOpenSearch, distribution
 from indexer.adapters.opensearch_errors import (
     REFUSED_STATUSES,
     client_error,
@@ -62,9 +64,15 @@ def build_client(settings: Settings) -> OpenSearch:
     connection each and dropped it after ("connection pool is full"). A timeout is never
     retried by the client: a search that timed out would cost the engine the same again, and
     a bulk write that timed out is retried by its task, with backoff.
+
+    Several hosts (``SIDECAR_OPENSEARCH_URL`` as a comma list): requests go round-robin; a
+    node that refuses or drops a connection is marked dead for a while and the request is
+    sent to the next one (``max_retries``), so a lost node costs a retry, not an error.
     """
-    return OpenSearch(
-        hosts=[settings.opensearch_url],
+    return SidecarOpenSearch(
+        Distribution(settings.opensearch_shards, settings.opensearch_replicas,
+                     settings.opensearch_wait_for_active_shards),
+        hosts=settings.opensearch_hosts,
         timeout=30,
         max_retries=2,
         retry_on_timeout=False,
@@ -168,7 +176,7 @@ class OpenSearchIndex:
             "priority": 100 + version,
             "version": body["version"],
             "template": aoss.strip_settings(body["template"]) if self.serverless
-            else body["template"],
+            else self._distributed(body["template"]),
             "_meta": {"mapping_version": version, "owner": "mail-search-sidecar"},
         }
         self._call(
@@ -176,6 +184,13 @@ class OpenSearchIndex:
             name=f"{self.alias}-messages-v{version}",
             body=template,
         )
+
+    def _distributed(self, template: Mapping[str, Any]) -> dict[str, Any]:
+        return cluster.with_distribution(template, distribution(self.client))
+
+    def _align_replicas(self, indices: Sequence[str]) -> None:
+        if not self.serverless:
+            cluster.align_replicas(self._call, self.client, indices)
 
     def create_index(self, version: int) -> str:
         """Create ``<alias>-v<version>`` from its template, in no alias (idempotent)."""
@@ -201,6 +216,7 @@ class OpenSearchIndex:
         self.put_template(version)
         current = self.aliases()[self.alias]
         if current:
+            self._align_replicas(current)
             return current[0]
         name = self.create_index(version)
         self._call(
@@ -413,6 +429,12 @@ class OpenSearchIndex:
             else:
                 yield {"_op_type": "index", "_source": dict(doc), **base}
 
+    def _bulk_params(self) -> dict[str, Any]:
+        """``wait_for_active_shards`` when it is not OpenSearch's default of 1 (collections
+        take no such parameter)."""
+        wait = distribution(self.client).wait_for_active_shards
+        return {} if self.serverless or wait == "1" else {"wait_for_active_shards": wait}
+
     def apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
         """Index or delete each message's document; returns poison rejections by message.
 
@@ -436,6 +458,7 @@ class OpenSearchIndex:
                     max_retries=3,
                     initial_backoff=1,
                     yield_ok=True,
+                    **self._bulk_params(),
                 )
                 for ok, item in results:
                     self._outcome(ok, item, by_id, poison, transient, refused)

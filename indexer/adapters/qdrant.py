@@ -58,7 +58,8 @@ def build_store(settings: Settings) -> VectorStore:
                 grpc_port=settings.qdrant_grpc_port,
                 timeout=30,
             )
-        return ServerStore(client, settings.qdrant_url, settings.qdrant_layout)
+        return ServerStore(client, settings.qdrant_url, settings.qdrant_layout,
+                           read_consistency=settings.qdrant_read_consistency)
     return EdgeStore(settings.qdrant_path, optimize_after=settings.qdrant_optimize_after)
 
 

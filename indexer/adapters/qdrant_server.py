@@ -94,12 +94,26 @@ def _stored(p: Any) -> StoredPoint:
     return StoredPoint(str(p.id), dict(p.payload or {}), vector)
 
 
+def _read_consistency(value: str | None) -> dict[str, Any]:
+    """``consistency=`` of reads (``SIDECAR_QDRANT_READ_CONSISTENCY``); none when unset,
+    so the server's default (one replica) applies."""
+    if value is None:
+        return {}
+    if value.isdigit():
+        return {"consistency": int(value)}
+    return {"consistency": models.ReadConsistencyType(value)}
+
+
 class ServerStore:
     """:class:`indexer.core.vectors.VectorStore` on a server (thread-safe, like its client)."""
 
-    def __init__(self, client: QdrantClient, url: str, layout: Mapping[str, int] | None = None):
+    def __init__(self, client: QdrantClient, url: str, layout: Mapping[str, int] | None = None,
+                 *, read_consistency: str | None = None):
         self.client, self.url = client, url
-        self.layout = dict(layout or {})  # shards/replicas of the collections it creates
+        # shards, replicas and write consistency of the collections it creates (a cluster;
+        # the embedded Edge store has no distribution and ignores them)
+        self.layout = dict(layout or {})
+        self.consistency = _read_consistency(read_consistency)
 
     def _do(self, fn: Callable[..., T], /, **kwargs: Any) -> T:
         try:
@@ -184,7 +198,7 @@ class ServerStore:
         if not ids:
             return []
         points = self._do(self.client.retrieve, collection_name=collection, ids=list(ids),
-                          with_payload=True, with_vectors=with_vector)
+                          with_payload=True, with_vectors=with_vector, **self.consistency)
         return [_stored(p) for p in points]
 
     def search(
@@ -192,7 +206,7 @@ class ServerStore:
     ) -> list[Hit]:
         result = self._do(self.client.query_points, collection_name=collection,
                           query=list(vector), query_filter=to_filter(flt), limit=limit,
-                          with_payload=True)
+                          with_payload=True, **self.consistency)
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
 
     def scroll(
@@ -208,7 +222,8 @@ class ServerStore:
         while True:
             points, offset = self._do(self.client.scroll, collection_name=collection,
                                       scroll_filter=to_filter(flt), limit=512, offset=offset,
-                                      with_payload=selector, with_vectors=with_vector)
+                                      with_payload=selector, with_vectors=with_vector,
+                                      **self.consistency)
             yield [_stored(p) for p in points]
             if offset is None:
                 return
