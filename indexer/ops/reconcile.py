@@ -36,6 +36,7 @@ from indexer.core.drift import (
 from indexer.core.errors import TransientError
 from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
+from indexer.core.task_payload import TaskPayload
 from indexer.ops.engines import Engines, open_engines, read_recipe
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
@@ -236,7 +237,7 @@ def _repair(settings: Settings, engines: Engines, drift: Sequence[Drift]) -> lis
 def _dead_letter(settings: Settings, stage: Index, outcome: Outcome) -> None:
     store = factories.dead_letters(settings)
     for ref, reason in outcome.poison.items():
-        payload = {"messages": [ref.to_json()], "participants": []}
+        payload = TaskPayload.of([ref]).to_json()
         store.add(stage=stage, reason=reason, payload=payload, mailbox_id=ref.mailbox_id)
 
 

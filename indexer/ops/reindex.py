@@ -44,6 +44,7 @@ from indexer.adapters import aws, factories
 from indexer.adapters.dynamo import message_items
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
 from indexer.core.plan import MessageRef
+from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send
 from indexer.pipeline.ingest import Pending
 from indexer.settings import Settings
@@ -140,7 +141,7 @@ def backfill(
 
     refs = (ref for ref, _ in message_items(ddb, settings.table))
     for batch in _chunks(refs, settings.batch_messages):
-        window.append(send(stage, {"messages": [r.to_json() for r in batch], "participants": []}))
+        window.append(send(stage, TaskPayload.of(batch).to_json()))
         sent += len(batch)
         while len(window) > WINDOW:
             collect()

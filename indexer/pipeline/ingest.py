@@ -26,6 +26,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
 from indexer.core.records import RawRecord, decode_record
+from indexer.core.task_payload import TaskPayload
 from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ, TASKS_RESENT
 
 
@@ -154,12 +155,10 @@ class Ingestor:
         plan, batch = self._plan, self._batch
         if not plan.fulltext:
             return
-        messages = [r.to_json() for r in sorted(plan.fulltext)]
-        participants = [p.to_json() for p in sorted(plan.participants)]
-        self._enqueue(batch, "fulltext", {"messages": messages, "participants": participants})
+        payload = TaskPayload.of(sorted(plan.fulltext), sorted(plan.participants))
+        self._enqueue(batch, "fulltext", payload.to_json())
         if plan.vectors:
-            vectors = [r.to_json() for r in sorted(plan.vectors)]
-            self._enqueue(batch, "vectors", {"messages": vectors})
+            self._enqueue(batch, "vectors", TaskPayload.of(sorted(plan.vectors)).to_json())
         self._sent.append(batch)
         self.summary.batches += 1
         self._plan, self._batch = Plan(), _Batch()

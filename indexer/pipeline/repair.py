@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from indexer.core.plan import MessageRef
+from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send
 from indexer.settings import Settings
 
@@ -18,10 +19,10 @@ class CeleryRepairs:
         self._send = celery_send(settings)
 
     def request_repair(self, mailbox_id: str, message_keys: Sequence[str]) -> None:
-        messages = [MessageRef(mailbox_id, key).to_json() for key in message_keys]
-        if messages:
-            self._send("fulltext", {"messages": messages, "participants": []})
-            self._send("vectors", {"messages": messages, "participants": []})
+        if message_keys:
+            payload = TaskPayload.of(MessageRef(mailbox_id, key) for key in message_keys)
+            self._send("fulltext", payload.to_json())
+            self._send("vectors", payload.to_json())
 
 
 def consume_vectors(settings: Settings) -> None:

@@ -32,8 +32,9 @@ from celery.exceptions import Ignore
 from indexer.adapters import factories
 from indexer.adapters.errors import classify
 from indexer.core.errors import ConfigurationError, ErrorKind
-from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.core.plan import MessageRef
 from indexer.core.retry import backoff_seconds
+from indexer.core.task_payload import TaskPayload
 from indexer.logs import celery_json_logs
 from indexer.metrics import CONFIG_ERRORS, MESSAGES, STALLED
 from indexer.pipeline.celery_app import app
@@ -56,7 +57,7 @@ ENGINE_OF = {"fulltext": "opensearch", "vectors": "qdrant"}  # the sink each sta
 
 
 def _refs(payload: dict[str, Any]) -> list[MessageRef]:
-    return [MessageRef.from_json(raw) for raw in payload.get("messages", [])]
+    return list(TaskPayload.from_json(payload).messages)
 
 
 def _task_payload_of(ref: MessageRef, payload: dict[str, Any]) -> dict[str, Any]:
@@ -64,7 +65,7 @@ def _task_payload_of(ref: MessageRef, payload: dict[str, Any]) -> dict[str, Any]
     (their keys hold addresses); the resent task re-reads the message and its stored
     participants."""
     del payload
-    return {"messages": [ref.to_json()], "participants": []}
+    return TaskPayload.of([ref]).to_json()
 
 
 def _finish(
@@ -174,7 +175,7 @@ def _stall(task: Task, stage: str, payload: dict[str, Any], exc: Exception) -> N
 def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages (and participant items) into the full-text index."""
     settings = get_settings()
-    participants = [ParticipantRef.from_json(raw) for raw in payload.get("participants", [])]
+    participants = list(TaskPayload.from_json(payload).participants)
     return _run(
         self,
         "fulltext",

@@ -38,6 +38,7 @@ from indexer.adapters import factories
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record
+from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send
 from indexer.pipeline.ingest import Pending, _result
 from indexer.pipeline.sync import Outcome, sync_fulltext
@@ -159,8 +160,7 @@ class _Batch:
 
     def _dead_letter_outcome(self, stage: str, outcome: Outcome) -> None:
         for ref, reason in outcome.poison.items():
-            people = [p.to_json() for p in sorted(self.people.get(ref, ()))]
-            payload = {"messages": [ref.to_json()], "participants": people}
+            payload = TaskPayload.of([ref], sorted(self.people.get(ref, ()))).to_json()
             if not self._dead_letter(
                 stage=stage, reason=reason, payload=payload, mailbox_id=ref.mailbox_id
             ):
@@ -191,7 +191,7 @@ def process(event: Mapping[str, Any], settings: Settings, budget: float) -> Batc
             batch.fulltext(chunk)
             vectors = [r for r in chunk if r in batch.vectors]
             if vectors:
-                payload = {"messages": [r.to_json() for r in vectors]}
+                payload = TaskPayload.of(vectors).to_json()
                 waiting.append((vectors, celery_send(settings)("vectors", payload)))
         except Exception as exc:
             rest = [ref for later in chunks[n:] for ref in later]

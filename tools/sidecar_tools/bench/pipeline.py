@@ -18,6 +18,7 @@ from typing import Any
 from indexer.adapters import aws
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.tables import init_tables
+from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Send
 from indexer.pipeline.workers import spawn_workers, stop_workers
@@ -118,7 +119,7 @@ def warm(settings: Settings, roles: tuple[str, ...]) -> float:
     started = time.perf_counter()
     send = celery_send(settings)
     for role in roles:
-        send(role, {"messages": [], "participants": []}).get(timeout=600)
+        send(role, TaskPayload.of([]).to_json()).get(timeout=600)
     return time.perf_counter() - started
 
 

@@ -22,6 +22,7 @@ from typing import Any
 from botocore.exceptions import ClientError
 
 from indexer.core.plan import MessageRef, ParticipantRef
+from indexer.core.task_payload import TaskPayload
 from indexer.settings import Settings
 from sidecar_tools.mailimport.convert import MalformedMessage, to_normalized
 from sidecar_tools.mailimport.sources import Source, messages, open_source
@@ -96,7 +97,7 @@ class _Indexer:
         for ref, reason in poison.items():
             factories.dead_letters(self.settings).add(
                 stage=stage, reason=reason, mailbox_id=ref.mailbox_id,
-                payload={"messages": [ref.to_json()], "participants": []},
+                payload=TaskPayload.of([ref]).to_json(),
             )
 
     def close(self) -> None:
