@@ -19,7 +19,7 @@ from indexer.adapters.tables import INIT_HINT, MAIL_HINT, Needed, require
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import RecordError
 from indexer.core.items import ItemKind, classify, message_pk, message_sk, thread_pk
-from indexer.core.plan import BODY_WANTED, MessageRef, ParticipantRef
+from indexer.core.plan import BODY_WANTED, KNOWN_KEYS, MessageRef, ParticipantRef
 
 
 class DynamoStore:
@@ -48,10 +48,18 @@ class DynamoStore:
         self, refs: Collection[MessageRef], *, participants: bool
     ) -> dict[MessageRef, MessageState]:
         """Each message's current Message, Body (and participants), or ``message=None``; the
-        Body is not read (``body=None``) while :data:`~indexer.core.plan.BODY_WANTED` is off."""
-        wanted = ("META", "BODY") if BODY_WANTED.get() else ("META",)
+        Body is not read (``body=None``) while :data:`~indexer.core.plan.BODY_WANTED` is off,
+        META not for the messages of :data:`~indexer.core.plan.KNOWN_KEYS` (a verify read)."""
+        body_sk = ("BODY",) if BODY_WANTED.get() else ()
+        known = KNOWN_KEYS.get() or {}
+        located: dict[MessageRef, Key] = {
+            r: (thread_pk(r.mailbox_id, known[r][0]), message_sk(known[r][1], r.message_key))
+            for r in refs if r in known
+        }
         first = self.get_items(
-            (message_pk(r.mailbox_id, r.message_key), sk) for r in refs for sk in wanted
+            [(message_pk(r.mailbox_id, r.message_key), sk) for r in refs
+             for sk in (*body_sk, *(() if r in located else ("META",)))]
+            + list(located.values())
         )
         message_keys: dict[MessageRef, Key] = {}
         for ref in refs:
@@ -64,10 +72,22 @@ class DynamoStore:
                 )
         messages = self.get_items(message_keys.values())
         found = {ref: messages.get(key) for ref, key in message_keys.items()}
+        found.update({ref: first[key] for ref, key in located.items() if key in first})
+        lost = [ref for ref in located if ref not in found]
+        if lost:  # gone, or stored again under another key: the full read decides
+            token = KNOWN_KEYS.set(None)
+            try:
+                again = self.read_states(lost, participants=participants)
+            finally:
+                KNOWN_KEYS.reset(token)
+        else:
+            again = {}
         people = self._people.of_many(
             [ref for ref, message in found.items() if participants and message])
-        states: dict[MessageRef, MessageState] = {}
+        states: dict[MessageRef, MessageState] = dict(again)
         for ref in refs:
+            if ref in again:
+                continue
             message = found.get(ref)
             body = first.get((message_pk(ref.mailbox_id, ref.message_key), "BODY"))
             states[ref] = MessageState(ref, message, body if message else None,

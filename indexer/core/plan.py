@@ -16,7 +16,7 @@ Planner rules:
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass, field
 
@@ -28,6 +28,12 @@ from indexer.core.records import StreamRecord
 # nothing. A context variable, not a parameter, so every ``read_states`` (a test's stalling
 # subclass included) keeps its signature; it is local to the thread running the sync.
 BODY_WANTED: ContextVar[bool] = ContextVar("body_wanted", default=True)
+# Set by a sync's verify read: each message's (thread_key, ts) as its previous read found
+# them. META never changes while its message exists, so the Message is read at that key
+# without META; a Message missing there is read again the full way (deleted, or stored
+# again under another key).
+KNOWN_KEYS: ContextVar[Mapping[MessageRef, tuple[str, int]] | None] = ContextVar(
+    "known_keys", default=None)
 
 
 @dataclass(frozen=True, slots=True, order=True)

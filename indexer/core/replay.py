@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from indexer.core.errors import RecordError
-from indexer.core.items import ItemKind, ItemRef, classify
+from indexer.core.items import ItemKind, ItemRef, classify, message_pk
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.records import StreamRecord, decode_record
 
@@ -53,18 +53,55 @@ class ReplayFilter:
     unsynced: set[ParticipantRef] = field(default_factory=set)
     seen: set[tuple[MessageRef, str]] = field(default_factory=set)
 
-    def admit(self, raw: object) -> bool:
+    def _named_message(self, raw: object) -> tuple[MessageRef, ItemKind, bool] | None:
+        """(message, item kind, an unsynced participant?) of a row naming a message; None
+        for any other row (undecodable, a thread or reference item): it passes as it is."""
         named = _named(raw)
         if named is None:
-            return True
+            return None
         record, ref = named
         if ref.message_key is None or ref.kind is ItemKind.REFERENCE:
-            return True  # nothing to sync: the ingest path counts it as ignored
+            return None  # nothing to sync: the ingest path counts it as ignored
         message = MessageRef(ref.mailbox_id, ref.message_key)
         person = ParticipantRef(message, record.pk, record.sk)
-        if ref.kind is ItemKind.PARTICIPANT and person in self.unsynced:
+        return message, ref.kind, ref.kind is ItemKind.PARTICIPANT and person in self.unsynced
+
+    def admit(self, raw: object) -> bool:
+        """Whether the row names a (message, index) not yet synced (rows kept as they are:
+        a Body then a META row of one message are both admitted; :meth:`trigger` is what
+        the backfill uses)."""
+        found = self._named_message(raw)
+        if found is None or found[2]:
             return True
-        sinks = _BOTH if ref.kind in (ItemKind.MESSAGE, ItemKind.POINTER) else _FULLTEXT
+        message, kind, _ = found
+        sinks = _BOTH if kind in (ItemKind.MESSAGE, ItemKind.POINTER) else _FULLTEXT
         fresh = {(message, sink) for sink in sinks} - self.seen
         self.seen |= fresh
         return bool(fresh)
+
+    def trigger(self, raw: object) -> object | None:
+        """The record to feed for this row, or None (its message is synced in this run).
+
+        The first row of a message becomes a trigger naming the message's META item, which
+        plans both indexes at once. Why: a message's Body row sorts before its META row in an
+        export, and admitting the Body for full text and then META for vectors synced its
+        full text twice (META plans both). Unsynced participants pass as they are.
+        """
+        found = self._named_message(raw)
+        if found is None:
+            return raw
+        message, _, unsynced = found
+        if unsynced:
+            self.seen.add((message, "fulltext"))
+            return raw
+        fresh = {(message, sink) for sink in _BOTH} - self.seen
+        if not fresh:
+            return None
+        self.seen |= fresh
+        return meta_trigger(message)
+
+
+def meta_trigger(message: MessageRef) -> dict[str, object]:
+    """A trigger record naming a message's META item (it plans both indexes)."""
+    pk = message_pk(message.mailbox_id, message.message_key)
+    return {"eventName": "INSERT", "dynamodb": {"Keys": {"PK": {"S": pk}, "SK": {"S": "META"}}}}

@@ -23,7 +23,7 @@ from indexer.core.documents import (
     vector_target,
 )
 from indexer.core.errors import TransientError
-from indexer.core.plan import BODY_WANTED, MessageRef, ParticipantRef
+from indexer.core.plan import BODY_WANTED, KNOWN_KEYS, MessageRef, ParticipantRef
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
 MAX_ROUNDS = 5
@@ -92,6 +92,31 @@ def _converge(
     raise TransientError(f"{len(pending)} message(s) kept changing during sync; retry later")
 
 
+class _Reader:
+    """A sink's reads of the table: the first one full, each verify read with the keys the
+    previous read found (``KNOWN_KEYS``: META is not read again), the Body only if wanted."""
+
+    def __init__(self, table: TableReader, *, participants: bool, body: bool) -> None:
+        self._table, self._participants, self._body = table, participants, body
+        self._known: dict[MessageRef, tuple[str, int]] = {}
+
+    def __call__(self, refs: Collection[MessageRef]) -> dict[MessageRef, MessageState]:
+        known = KNOWN_KEYS.set(dict(self._known) or None)
+        body = BODY_WANTED.set(self._body)
+        try:
+            states = self._table.read_states(refs, participants=self._participants)
+        finally:
+            BODY_WANTED.reset(body)
+            KNOWN_KEYS.reset(known)
+        for ref, state in states.items():
+            msg = state.message
+            if msg is None or msg.get("thread_key") is None or msg.get("ts") is None:
+                self._known.pop(ref, None)
+            else:
+                self._known[ref] = (str(msg["thread_key"]), int(msg["ts"]))
+        return states
+
+
 def sync_fulltext(
     table: TableReader,
     sink: FullTextSink,
@@ -102,9 +127,10 @@ def sync_fulltext(
     if participants:
         table.sync_participants(participants)
 
+    reader = _Reader(table, participants=True, body=True)
+
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, Mapping[str, Any] | None]:
-        states = table.read_states(refs, participants=True)
-        return {r: search_document(s) for r, s in states.items()}
+        return {r: search_document(s) for r, s in reader(refs).items()}
 
     return _converge(messages, read, sink.apply, document_hash)
 
@@ -168,13 +194,10 @@ def sync_vectors(
     outcome = Outcome()
     writer = _VectorWriter(sink, embedder, outcome)
 
+    reader = _Reader(table, participants=False, body=False)  # a point never uses the Body
+
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, VectorTarget]:
-        token = BODY_WANTED.set(False)  # a point never uses the Body: do not read it
-        try:
-            states = table.read_states(refs, participants=False)
-        finally:
-            BODY_WANTED.reset(token)
-        return {r: vector_target(s, recipe) for r, s in states.items()}
+        return {r: vector_target(s, recipe) for r, s in reader(refs).items()}
 
     result = _converge(messages, read, writer, _vector_key)
     result.embedded = outcome.embedded

@@ -228,7 +228,9 @@ def backfill_export(
     item_task = progress_task(progress, "items", sum(f.item_count for f, _ in todo))
     window = Window(2 * parallel, timeout_s, summary)
     for data_file, rows in _read_files(s3, bucket, todo, parallel):
-        admitted = [row for row in rows if row.error is not None or replay.admit(row.raw)]
+        admitted = [row if row.error is not None else RawRecord(row.source, trigger)
+                    for row in rows
+                    if row.error is not None or (trigger := replay.trigger(row.raw)) is not None]
         skipped = len(rows) - len(admitted)  # counted read here; the ingest counts the rest
         summary.read += skipped
         summary.deduplicated += skipped

@@ -118,7 +118,8 @@ def test_the_sync_reads_and_writes_near_the_minimum(settings: Settings, tmp_path
           f"requests {dict(fulltext.requests + vector.requests)}")
     # The vectors sink reads META and the Message (first read and verify), never the Body.
     assert vector.read_units <= 2 * message_only
-    # Participants read once, not twice: issue 28's target is 1.5 x M1, not met yet (the
-    # verify re-reads of META, Message, Body and PEOPLE); 2 x M1 catches the regressions.
-    assert reads <= 2.0 * m1
+    # Participants read once, not twice, and no META in a verify read: issue 28's target is
+    # 1.5 x M1, not met yet (1.75: the verify re-reads of Message, Body and PEOPLE); 1.85 x M1
+    # catches either regression (participants twice: ~2.6 x, META again: ~1.9 x).
+    assert reads <= 1.85 * m1
     assert writes <= 1.2 * m1_writes
