@@ -67,11 +67,20 @@ public final class OpenSearchLauncher {
         String home = null;
         String clusterName = null;
         int httpPort = -1;
+        String nodeName = null;
+        final Settings.Builder extra = Settings.builder();
         for (int i = 0; i + 1 < args.length; i += 2) {
             switch (args[i]) {
                 case "--home": home = args[i + 1]; break;
                 case "--http-port": httpPort = Integer.parseInt(args[i + 1]); break;
                 case "--cluster-name": clusterName = args[i + 1]; break;
+                case "--node-name": nodeName = args[i + 1]; break;
+                case "--setting": {  // key=value, e.g. discovery.seed_hosts=127.0.0.1:9301
+                    String[] kv = args[i + 1].split("=", 2);
+                    if (kv.length != 2) usage("--setting needs key=value");
+                    extra.put(kv[0], kv[1]);
+                    break;
+                }
                 default: usage("unknown argument " + args[i]);
             }
         }
@@ -90,8 +99,11 @@ public final class OpenSearchLauncher {
             Files.write(log4jConfig, LOG4J2_PROPERTIES.getBytes(StandardCharsets.UTF_8));
         }
 
-        final String nodeName = clusterName + "-node";
-        Settings settings = Settings.builder()
+        if (nodeName == null) nodeName = clusterName + "-node";
+        final Settings given = extra.build();
+        // A node of a cluster (discovery settings given) must not be a single-node cluster.
+        final boolean clustered = given.hasValue("discovery.seed_hosts");
+        Settings.Builder builder = Settings.builder()
                 .put("path.home", homePath.toString())
                 .put("path.data", homePath.resolve("data").toString())
                 .put("path.logs", homePath.resolve("logs").toString())
@@ -99,16 +111,17 @@ public final class OpenSearchLauncher {
                 .put("node.name", nodeName)
                 .put("network.host", "127.0.0.1")
                 .put("http.port", httpPort)
-                .put("transport.port", "0") // ephemeral: nothing ever connects to it
-                .put("discovery.type", "single-node")
-                .put("cluster.routing.allocation.disk.threshold_enabled", false)
-                .build();
+                .put("transport.port", "0") // ephemeral unless a cluster node's is given
+                .put("cluster.routing.allocation.disk.threshold_enabled", false);
+        if (!clustered) builder.put("discovery.type", "single-node");
+        Settings settings = builder.put(given).build();
+        final String name = nodeName;
         Environment environment = InternalSettingsPreparer.prepareEnvironment(
-                settings, Collections.emptyMap(), configPath, () -> nodeName);
+                settings, Collections.emptyMap(), configPath, () -> name);
 
         // Must run before anything touches OpenSearch loggers; the Node relies on log4j-core.
         LogConfigurator.registerErrorListener();
-        LogConfigurator.setNodeName(nodeName);
+        LogConfigurator.setNodeName(name);
         LogConfigurator.configure(environment);
 
         final Node node = new LauncherNode(environment, PLUGINS);
