@@ -99,7 +99,13 @@ def demo(
     mailbox: Annotated[
         str, typer.Option(help="Mailbox id to load the sample into.")
     ] = "demo@example.com",
-    file: Annotated[Path, typer.Option(help="NormalizedEmail JSON lines.")] = SAMPLE,
+    file: Annotated[
+        Path,
+        typer.Option(
+            help="NormalizedEmail JSON lines.",
+            show_default="the sample mailbox shipped with the tools",
+        ),
+    ] = SAMPLE,
     serve: Annotated[bool, typer.Option(help="End by serving the API (Ctrl-C stops).")] = True,
 ) -> None:
     """Load a sample mailbox, index it through real workers, query both engines, serve the API."""
