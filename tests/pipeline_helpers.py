@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +20,7 @@ from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
+from tests.waiting import wait_until as wait_until  # re-exported; defined in tests/waiting.py
 
 
 def prepare_tables(settings: Settings) -> Any:
@@ -114,12 +114,3 @@ def qdrant_points(
         }
     finally:
         store.close()
-
-
-def wait_until(predicate: Any, timeout: float = 60, interval: float = 0.5) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())

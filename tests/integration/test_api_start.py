@@ -10,7 +10,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import httpx
@@ -24,6 +23,7 @@ from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from tests.api_fixtures import TOKEN_A, free_port
 from tests.pipeline_helpers import prepare_tables
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -89,15 +89,14 @@ def test_serve_waits_for_the_model_and_survives_a_dead_broker(
 def _readiness_until_ready(url: str) -> list[tuple[int, list[str]]]:
     """``/readyz`` answers from the first moment the API listens until it is ready."""
     seen: list[tuple[int, list[str]]] = []
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
+
+    def ready() -> bool:
         try:
             answer = httpx.get(f"{url}/readyz", timeout=10)
         except httpx.HTTPError:
-            time.sleep(0.2)
-            continue
+            return False
         seen.append((answer.status_code, answer.json()["failing"]))
-        if answer.status_code == 200:
-            return seen
-        time.sleep(0.2)
-    raise AssertionError(f"never ready: {seen[-3:]}")
+        return answer.status_code == 200
+
+    wait_for(ready, timeout=180, message=lambda: f"never ready: {seen[-3:]}")
+    return seen

@@ -14,42 +14,70 @@ import signal
 import socket
 import subprocess
 import sys
-import time
+from collections.abc import Callable
 from pathlib import Path
 
-import httpx
 import pytest
 
 from indexer.settings import Settings, to_env
 from tests.api_fixtures import free_port
 from tests.pipeline_helpers import prepare_tables
 from tests.unit.test_logs import STAMP
+from tests.waiting import wait_for, wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
 
-def _run_briefly(argv: list[str], env: dict[str, str], log: Path, ready: float,
-                 url: str | None = None) -> None:
+def _logged(log: Path) -> list[dict[str, object]]:
+    """The JSON entries written so far (a line being written, or not JSON, is skipped here:
+    ``_assert_json_lines`` judges the whole log at the end)."""
+    entries = []
+    for line in log.read_text(errors="replace").splitlines():
+        try:
+            entry = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(entry, dict):
+            entries.append(entry)
+    return entries
+
+
+def _from(log: Path, prefix: str) -> bool:
+    """Some entry of the log comes from a logger whose name starts with ``prefix``."""
+    return any(str(e.get("logger")).startswith(prefix) for e in _logged(log))
+
+
+def _leading(log: Path) -> bool:
+    """The tailer has logged (info) that it holds its lease: it runs, its SIGTERM handler is
+    in place."""
+    return any(e.get("level") == "info" and "acquired" in str(e.get("message"))
+               for e in _logged(log))
+
+
+def _run_until(argv: list[str], env: dict[str, str], log: Path,
+               ready: Callable[[], bool], timeout: float, url: str | None = None) -> None:
+    """Run the command until ``ready()``, then stop it with SIGTERM. With ``url``: once it
+    answers, a malformed request is sent, and ``ready()`` is waited for after that."""
     with log.open("wb") as err:
         proc = subprocess.Popen([sys.executable, "-m", "indexer.cli.main", *argv], env=env,
                                 stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
-    try:
-        deadline = time.monotonic() + ready
-        while time.monotonic() < deadline and proc.poll() is None:
-            if url is not None:
-                try:
-                    if httpx.get(url, timeout=2).status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-            time.sleep(0.5)
+
+    def running() -> bool:
         assert proc.poll() is None, log.read_text()[-3000:]
+        return True
+
+    def tail() -> str:
+        return log.read_text(errors="replace")[-3000:]
+
+    try:
         if url is not None:  # uvicorn warns of a malformed request: its line, through ours
+            wait_http_ok(url, timeout=timeout, proc=proc, log=log, what=argv[0])
             host, port = url.split("/")[2].split(":")
             with socket.create_connection((host, int(port)), timeout=5) as conn:
                 conn.sendall(b"NOT HTTP\r\n\r\n")
                 conn.recv(1024)
-            time.sleep(2)
+        wait_for(lambda: running() and ready(), timeout=timeout, interval=0.5,
+                 message=lambda: f"`{' '.join(argv)}` did not log what was expected\n" + tail())
     finally:
         proc.send_signal(signal.SIGTERM)
         try:
@@ -79,8 +107,8 @@ def test_tail_at_debug_logs_only_json(settings: Settings, tmp_path: Path) -> Non
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
     env.pop("SIDECAR_LOG_LEVEL", None)
     log = tmp_path / "tail.err"
-    _run_briefly(["--log-level", "debug", "tail", "--lease-s", "4", "--renew-s", "1"], env, log,
-                 ready=8)
+    _run_until(["--log-level", "debug", "tail", "--lease-s", "4", "--renew-s", "1"], env, log,
+               ready=lambda: _from(log, "botocore") and _leading(log), timeout=60)
     entries = _assert_json_lines(log)
     assert {"debug", "info"} <= {e["level"] for e in entries}
     assert any(str(e["logger"]).startswith("botocore") for e in entries)  # a library's lines
@@ -93,8 +121,8 @@ def test_serve_logs_only_json_at_the_level_set(settings: Settings, tmp_path: Pat
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", "SIDECAR_LOG_LEVEL": "debug",
            "SIDECAR_API_PORT": str(port), "SIDECAR_API_TOKENS": "{}"}
     log = tmp_path / "serve.err"
-    _run_briefly(["serve", "--no-vectors-consumer"], env, log, ready=90,
-                 url=f"http://127.0.0.1:{port}/healthz")
+    _run_until(["serve", "--no-vectors-consumer"], env, log, lambda: _from(log, "uvicorn"),
+               timeout=90, url=f"http://127.0.0.1:{port}/healthz")
     entries = _assert_json_lines(log)
     assert "debug" in {e["level"] for e in entries}
     assert any(str(e["logger"]).startswith("uvicorn") for e in entries)  # uvicorn through ours

@@ -25,6 +25,7 @@ import redis
 
 from indexer.settings import Settings, to_env
 from tests.api_fixtures import free_port
+from tests.waiting import wait_for
 
 REDIS_SERVER = "/usr/bin/redis-server"
 MAILBOXES = ["alpha", "beta"]
@@ -46,17 +47,18 @@ class PrivateRedis:
                 "--save", "", "--logfile", str(self.log)]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         client = redis.Redis.from_url(self.url, socket_connect_timeout=1)
-        deadline = time.monotonic() + 20
-        while True:
+
+        def answers() -> bool:
+            assert self.proc is not None and self.proc.poll() is None, self.log.read_text()
             try:
-                if client.ping():  # PING answers once the AOF is loaded
-                    client.close()
-                    return
+                return bool(client.ping())  # PING answers once the AOF is loaded
             except redis.RedisError:
-                pass
-            assert self.proc.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, "private redis did not start"
-            time.sleep(0.05)
+                return False
+
+        try:
+            wait_for(answers, timeout=20, interval=0.05, message="private redis did not start")
+        finally:
+            client.close()
 
     def stop(self) -> None:
         if self.proc is None or self.proc.poll() is not None:
@@ -167,19 +169,24 @@ def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> No
             # 2. Redis restarts while the writer goes on
             errors: list[BaseException] = []
 
+            written = [0]
+
             def writer() -> None:
                 try:
                     for op, i, mb, variant in OPS:
                         _write(ddb, settings.table, op, i, mb, variant=variant)
-                        time.sleep(0.4)
+                        written[0] += 1
+                        time.sleep(0.4)  # pacing: the writes span the restart (not a wait)
                 except BaseException as exc:  # reported by the main thread
                     errors.append(exc)
 
             thread = threading.Thread(target=writer)
             thread.start()
-            time.sleep(1.0)  # a few writes in: their pages are in flight
+            # a few writes in: their pages are in flight
+            wait_for(lambda: written[0] >= 3 or errors, timeout=30,
+                     message=lambda: f"{written[0]} writes, errors {errors}")
             server.stop()
-            time.sleep(2.0)
+            time.sleep(2.0)  # the outage itself: Redis stays down this long (not a wait)
             server.start()
             restarted = time.monotonic()
             thread.join(timeout=60)

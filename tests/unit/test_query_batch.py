@@ -4,13 +4,13 @@ own vector, a failure reaches every caller of its pass, and an idle encoder does
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
 from indexer.adapters.query_batch import QueryBatcher
+from tests.waiting import wait_for
 
 
 class Recorder:
@@ -19,13 +19,21 @@ class Recorder:
 
     def __init__(self) -> None:
         self.batches: list[list[str]] = []
+        self.started = threading.Event()  # the first pass is running (and blocked)
         self.release = threading.Event()
 
     def __call__(self, texts: Sequence[str]) -> list[list[float]]:
         if not self.batches:
+            self.started.set()
             self.release.wait(5)
         self.batches.append(list(texts))
         return [[float(len(t)), float(ord(t[0]))] for t in texts]
+
+
+def _wait_queued(batcher: QueryBatcher, n: int) -> None:
+    """Until ``n`` queries wait behind the blocked pass (the batcher's own queue)."""
+    wait_for(lambda: batcher._waiting.qsize() >= n, timeout=5, interval=0.01,
+             message=lambda: f"{batcher._waiting.qsize()} of {n} queries queued")
 
 
 def test_queries_waiting_during_a_pass_form_one_batch() -> None:
@@ -34,9 +42,9 @@ def test_queries_waiting_during_a_pass_form_one_batch() -> None:
     texts = ["a", "bb", "ccc", "dddd", "eeeee", "ffffff", "ggggggg", "hhhhhhhh"]
     with ThreadPoolExecutor(len(texts)) as pool:
         first = pool.submit(batcher.embed_query, [texts[0]])
-        time.sleep(0.2)  # the first pass is running (blocked)
+        assert encode.started.wait(5), "the first pass did not start"
         rest = [pool.submit(batcher.embed_query, [t]) for t in texts[1:]]
-        time.sleep(0.2)  # all seven wait
+        _wait_queued(batcher, 7)
         encode.release.set()
         got = [first.result(5)] + [f.result(5) for f in rest]
     assert got == [[[float(len(t)), float(ord(t[0]))]] for t in texts]  # each its own
@@ -66,9 +74,9 @@ def test_max_batch_bounds_a_pass() -> None:
     batcher = QueryBatcher(encode, max_batch=3)
     with ThreadPoolExecutor(8) as pool:
         first = pool.submit(batcher.embed_query, ["x"])
-        time.sleep(0.2)
+        assert encode.started.wait(5), "the first pass did not start"
         rest = [pool.submit(batcher.embed_query, [f"q{i}"]) for i in range(7)]
-        time.sleep(0.2)
+        _wait_queued(batcher, 7)
         encode.release.set()
         first.result(5)
         for future in rest:
