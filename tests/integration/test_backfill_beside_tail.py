@@ -151,7 +151,7 @@ def test_backfill_beside_tail_ends_equal_to_the_table(settings: Settings, tmp_pa
                 else:
                     assert store_message(ddb, settings.table, to_items(email, BOX))
                 during += backfill.is_alive()
-                time.sleep(0.3)
+                time.sleep(0.3)  # pacing: the writes spread over the backfill (not a wait)
             backfill.join(timeout=1500)
             assert not backfill.is_alive()
             if "error" in outcome:

@@ -127,7 +127,7 @@ class SlowStore(DynamoStore):
 
     def read_states(self, refs: Any, *, participants: bool) -> Any:
         states = super().read_states(refs, participants=participants)
-        time.sleep(self.rng.uniform(0, 0.03))
+        time.sleep(self.rng.uniform(0, 0.03))  # a random delay provokes the races (not a wait)
         return states
 
 
@@ -210,7 +210,7 @@ def test_indexes_converge_to_the_table(
             fresh = world.new_records()
             futures += [pool.submit(world.process, b) for b in shuffled_batches(fresh, older, rng)]
             older += fresh
-            time.sleep(rng.uniform(0, 0.02))
+            time.sleep(rng.uniform(0, 0.02))  # jitter between writes: races (not a wait)
         for future in futures:
             future.result()
     assert_converged(world)

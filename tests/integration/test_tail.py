@@ -425,7 +425,7 @@ def test_standby_takes_over_when_the_holder_dies(settings: Any) -> None:
         one, two = Running(settings), Running(settings)
         leases = [one.tailer._lease, two.tailer._lease]
         assert wait_until(lambda: any(lease.held for lease in leases if lease), timeout=10)
-        time.sleep(2.5)  # a few renewals: the standby stays standby
+        time.sleep(2.5)  # a few renewals: the standby stays standby (what is tested, not a wait)
         held = [r for r in (one, two) if r.tailer._lease and r.tailer._lease.held]
         assert len(held) == 1
         active, standby = held[0], (two if held[0] is one else one)
