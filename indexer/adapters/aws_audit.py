@@ -6,84 +6,63 @@ A botocore ``before-parameter-build`` hook: it sees the call's parameters, so it
 kind of resource touched (mail or sidecar table, index, stream, bucket, object; never a key).
 One line per distinct ``(role, service, operation, resources)`` per process: a set in memory,
 so a busy worker writes a handful of lines, not one per call; appended with ``O_APPEND`` so
-concurrent processes share one file. The role is read from the call stack, the outermost
-sidecar entry point on it (``indexer.sources.tail`` → tailer, the Celery tasks → workers,
-``search_api`` → api, backfill and ingest → backfill, ``sidecar init`` and the ops commands →
-operator). Calls made by none of them (the test writer, test setup) are not written.
+concurrent processes share one file.
+
+The role is *declared* by the process's entry point, never guessed: the ``sidecar`` command
+maps its subcommand to a role (:data:`indexer.cli.main.ROLE_OF_COMMAND`), the Celery worker
+declares ``workers`` when it starts, the Lambda handler ``workers`` per invocation. A renamed
+module therefore cannot change the evidence. The declaration is process-wide, so every thread
+of the process (a tailer's shard readers, a backfill's pool) carries it; :func:`declared`
+restores the previous role on exit, so a command run in-process (a test's ``CliRunner``) does
+not leave its role behind. Calls made under no declared role (the test writer, test setup,
+the tooling) are not written.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import sys
 import threading
-from collections.abc import Callable
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any, Final
 
-T = TypeVar("T")
+# The roles of deploy/iam/*.json (one policy each).
+TAILER: Final = "tailer"
+WORKERS: Final = "workers"
+API: Final = "api"
+BACKFILL: Final = "backfill"
+OPERATOR: Final = "operator"
+ROLES: Final = (TAILER, WORKERS, API, BACKFILL, OPERATOR)
 
-# Module (or ``module.function``) prefixes → role; the outermost frame that matches wins.
-ROLE_OF: tuple[tuple[str, str], ...] = (
-    ("indexer.cli.tail_cmds", "tailer"),
-    ("indexer.sources.tail", "tailer"),
-    ("indexer.cli.pipeline_cmds.worker", "workers"),
-    ("indexer.pipeline.tasks", "workers"),
-    ("indexer.pipeline.sync", "workers"),
-    ("indexer.pipeline.vector_sync", "workers"),
-    ("indexer.cli.api_cmds", "api"),
-    ("search_api", "api"),
-    ("indexer.cli.backfill_cmds", "backfill"),
-    ("indexer.sources.backfill", "backfill"),
-    ("indexer.sources.scan", "backfill"),
-    ("indexer.sources.exports", "backfill"),
-    ("indexer.adapters.export_jobs", "backfill"),
-    ("indexer.sources.export_backfill", "backfill"),
-    ("indexer.cli.pipeline_cmds.ingest", "backfill"),
-    ("indexer.sources.files", "backfill"),
-    ("indexer.cli.init_cmds", "operator"),
-    ("indexer.cli.ops_cmds", "operator"),
-    ("indexer.cli.reindex_cmds", "operator"),
-    ("indexer.ops", "operator"),
-    ("indexer.pipeline.redrive", "operator"),
-)
-
-_seen: set[tuple[str, str, str, str]] = set()
+_seen: set[tuple[str, str, str, str, str]] = set()  # (log, role, service, operation, kinds)
 _lock = threading.Lock()
-_carried = threading.local()  # the role of the thread that handed work to a pool thread
-_enabled = False
+_role: str | None = None
 
 
-def carry(fn: Callable[..., T]) -> Callable[..., T]:
-    """``fn`` run in a pool thread under the role of the thread submitting it (a pool thread's
-    stack holds no entry point). Returns ``fn`` itself while no call log is kept."""
-    if not _enabled:
-        return fn
-    role = role_on_stack()
-
-    def run(*args: Any, **kwargs: Any) -> T:
-        _carried.role = role
-        try:
-            return fn(*args, **kwargs)
-        finally:
-            _carried.role = None
-
-    return run
+def declare(role: str | None) -> str | None:
+    """Make ``role`` this process's role (None: none); returns the role it replaces."""
+    global _role
+    if role is not None and role not in ROLES:
+        raise ValueError(f"unknown IAM role {role!r} (one of {', '.join(ROLES)})")
+    previous, _role = _role, role
+    return previous
 
 
-def role_on_stack() -> str | None:
-    """The outermost sidecar entry point on the current call stack, as a role name."""
-    frame: Any = sys._getframe(1)
-    found: str | None = None
-    while frame is not None:
-        where = f"{frame.f_globals.get('__name__', '')}.{frame.f_code.co_name}"
-        for prefix, role in ROLE_OF:
-            if where == prefix or where.startswith(prefix + "."):
-                found = role
-                break
-        frame = frame.f_back
-    return found or getattr(_carried, "role", None)
+@contextmanager
+def declared(role: str | None) -> Iterator[None]:
+    """``role`` for the block's duration (every thread of the process), then the previous."""
+    previous = declare(role)
+    try:
+        yield
+    finally:
+        declare(previous)
+
+
+def current_role() -> str | None:
+    """The role this process declared, or None."""
+    return _role
 
 
 def resources(params: dict[str, Any], mail: str, state: str) -> list[str]:
@@ -111,19 +90,17 @@ def resources(params: dict[str, Any], mail: str, state: str) -> list[str]:
 def record_calls(client: Any, path: Path, mail: str, state: str) -> None:
     """Register the hook on one client (every operation of its service); ``mail`` and
     ``state`` name the tables of the settings it was built for."""
-    global _enabled
-    _enabled = True
     service = client.meta.service_model.service_name
 
     def before_call(model: Any, params: dict[str, Any], **_: Any) -> None:
-        role = role_on_stack()
+        role = _role
         if role is None:
             return
         key = (role, service, str(model.name), ",".join(resources(params, mail, state)))
         with _lock:
-            if key in _seen:
+            if (str(path), *key) in _seen:
                 return
-            _seen.add(key)
+            _seen.add((str(path), *key))
         line = json.dumps({"role": key[0], "service": key[1], "operation": key[2],
                            "resources": key[3].split(",") if key[3] else []}) + "\n"
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)

@@ -27,7 +27,6 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters import aws_audit
 from indexer.adapters.dynamo_io import Key, batch_get, classify_error
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef, ParticipantRef
@@ -106,8 +105,7 @@ class ParticipantStore:
                 self._update(message, people, current)
             return
         with ThreadPoolExecutor(max_workers=min(WRITERS, len(jobs))) as pool:
-            update = aws_audit.carry(lambda job: self._update(job[0], job[1], current))
-            list(pool.map(update, jobs))
+            list(pool.map(lambda job: self._update(job[0], job[1], current), jobs))
 
     def _stored(self, messages: Collection[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
         """Each message's participant attributes as stored (raw DynamoDB JSON maps)."""

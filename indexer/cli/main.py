@@ -15,6 +15,7 @@ from typing import Annotated
 import typer
 
 from indexer import logs
+from indexer.adapters import aws_audit
 from indexer.cli import (
     api_cmds,
     backfill_cmds,
@@ -26,6 +27,21 @@ from indexer.cli import (
 )
 
 PLUGIN_GROUP = "mail_search_sidecar.commands"
+
+# The IAM role (deploy/iam/<role>.json) each service command runs as: declared to the call
+# audit here, the CLI's composition root. Tooling commands (stack, demo, bench…) have none.
+ROLE_OF_COMMAND: dict[str, str] = {
+    "tail": aws_audit.TAILER,
+    "worker": aws_audit.WORKERS,
+    "serve": aws_audit.API,
+    "backfill": aws_audit.BACKFILL,
+    "ingest": aws_audit.BACKFILL,
+    "init": aws_audit.OPERATOR,
+    "reconcile": aws_audit.OPERATOR,
+    "purge": aws_audit.OPERATOR,
+    "reindex": aws_audit.OPERATOR,
+    "dlq": aws_audit.OPERATOR,
+}
 
 app = typer.Typer(
     name="sidecar",
@@ -51,6 +67,7 @@ def _show_version(value: bool) -> None:
 
 @app.callback()
 def _root(
+    ctx: typer.Context,
     show_version: Annotated[
         bool,
         typer.Option("--version", callback=_show_version, is_eager=True,
@@ -71,6 +88,8 @@ def _root(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--log-level") from exc
     logs.configure_unless_configured(logging.WARNING)
+    previous = aws_audit.declare(ROLE_OF_COMMAND.get(ctx.invoked_subcommand or ""))
+    ctx.call_on_close(lambda: aws_audit.declare(previous))
 
 
 for module in (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds,

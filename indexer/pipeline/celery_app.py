@@ -6,8 +6,11 @@ heavy happens here (no client is built until a task runs).
 
 from __future__ import annotations
 
-from celery import Celery
+from typing import Any
 
+from celery import Celery, signals
+
+from indexer.adapters import aws_audit
 from indexer.settings import Settings, get_settings
 
 # How long a dead restorer's lock stops the redelivery of unacked tasks (kombu: 300 s).
@@ -49,3 +52,13 @@ def configure(app: Celery, settings: Settings) -> None:
 
 app = Celery("sidecar", include=["indexer.pipeline.tasks", "indexer.pipeline.vector_admin"])
 configure(app, get_settings())
+
+
+def _declare_workers_role(**_: Any) -> None:
+    """A Celery worker process makes the workers' AWS calls (its pool's children too); a
+    process that only sends tasks (the tailer, ingest) keeps its own role."""
+    aws_audit.declare(aws_audit.WORKERS)
+
+
+signals.worker_init.connect(_declare_workers_role, weak=False)
+signals.worker_process_init.connect(_declare_workers_role, weak=False)

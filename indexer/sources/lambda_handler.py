@@ -34,7 +34,7 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from indexer.adapters import factories
+from indexer.adapters import aws_audit, factories
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record
@@ -76,8 +76,10 @@ class BatchResult:
 
 
 def handler(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
-    """The Lambda entry point (``indexer.sources.lambda_handler.handler``)."""
-    result = process(event, get_settings(), budget_s(context))
+    """The Lambda entry point (``indexer.sources.lambda_handler.handler``). Its AWS calls are
+    the workers' (the CDK Lambda stack attaches ``deploy/iam/workers.json``)."""
+    with aws_audit.declared(aws_audit.WORKERS):
+        result = process(event, get_settings(), budget_s(context))
     log.info(
         "lambda batch: %d record(s), %d message(s) applied, %d dead-lettered, %d reported",
         result.records, result.applied_messages, result.dead_lettered, len(result.failures),

@@ -3,7 +3,8 @@
 Every process of the session records its AWS calls (``SIDECAR_AWS_CALL_LOG``, set by
 ``tests/conftest.py``; a botocore ``before-call`` hook, one line per distinct call and role:
 ``indexer/adapters/aws_audit.py``). This test runs last: it first drives each role once
-itself — so it never passes on an empty log — then checks every call recorded by the whole
+itself (each under the role its entry point declares) — so it never passes on an empty
+log — then checks every call recorded by the whole
 session against that role's policy.
 """
 
@@ -22,6 +23,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from indexer.adapters import aws
+from indexer.adapters.aws_audit import API, BACKFILL, OPERATOR, ROLES, TAILER, declared
 from indexer.cli.tail_cmds import build_tailer
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
@@ -42,7 +44,6 @@ from tests.pipeline_helpers import (
 pytestmark = [pytest.mark.stack, pytest.mark.iam_coverage]
 
 IAM = Path(__file__).resolve().parents[2] / "deploy" / "iam"
-ROLES = ("tailer", "workers", "api", "backfill", "operator")
 S3_ACTIONS = {"ListObjectsV2": "s3:ListBucket", "ListObjects": "s3:ListBucket",
               "HeadObject": "s3:GetObject", "GetObject": "s3:GetObject"}
 BOX = "iam@example.com"
@@ -132,26 +133,30 @@ def _drive_every_role(settings: Settings, tmp_path: Path) -> None:
     s3, bucket = aws.client(settings, "s3"), f"iam-{settings.table}"
     s3.create_bucket(Bucket=bucket)
     s3.put_object(Bucket=bucket, Key="records/stream.jsonl", Body=records.read_bytes())
-    with workers(settings):
+    with workers(settings):  # Celery worker processes: they declare "workers" themselves
         tailer, stop = build_tailer(settings, "trim_horizon", stage="all"), threading.Event()
-        thread = threading.Thread(target=tailer.run, args=(stop,))
-        thread.start()
-        try:
-            assert wait_until(lambda: len(opensearch_docs(settings, BOX)) == 6, timeout=180)
-        finally:
-            stop.set()
-            thread.join(timeout=60)
-        assert ingest_files(settings, [f"s3://{bucket}/records/"]).dead_lettered == 0
-        assert backfill_scan(settings, segments=2).dead_lettered == 0
+        with declared(TAILER):  # what `sidecar tail` declares (indexer.cli.main)
+            thread = threading.Thread(target=tailer.run, args=(stop,))
+            thread.start()
+            try:
+                assert wait_until(lambda: len(opensearch_docs(settings, BOX)) == 6,
+                                  timeout=180)
+            finally:
+                stop.set()
+                thread.join(timeout=60)
+        with declared(BACKFILL):
+            assert ingest_files(settings, [f"s3://{bucket}/records/"]).dead_lettered == 0
+            assert backfill_scan(settings, segments=2).dead_lettered == 0
     api = settings.model_copy(update={"api_tokens": json.dumps({token_hash("t"): [BOX]})})
-    with TestClient(create_app(api)) as client:
+    with declared(API), TestClient(create_app(api)) as client:
         # ready once the model has loaded in the background (/readyz names it until then)
         assert wait_until(lambda: client.get("/readyz").json()["failing"] == [], timeout=180)
         hits = client.get(f"/v1/mailboxes/{BOX}/search", params={"q": "the"},
                           headers={"Authorization": "Bearer t"})
         assert hits.status_code == 200 and hits.json()["hits"], hits.text
-    assert reconcile(settings, mailbox=BOX).drifted == 0
-    assert purge(settings, BOX).removed > 0
+    with declared(OPERATOR):
+        assert reconcile(settings, mailbox=BOX).drifted == 0
+        assert purge(settings, BOX).removed > 0
 
 
 def test_every_recorded_aws_call_is_allowed_by_its_role(settings: Settings,
