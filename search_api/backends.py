@@ -132,7 +132,7 @@ class Backends:
         ``collection`` by name (a :class:`ReadTarget`'s)."""
         index = self.vectors
         with naming("qdrant"):
-            return call(vt.bound(index, collection) if collection else index)
+            return call(vt.VectorTargets(index).bound(collection) if collection else index)
 
     def close(self) -> None:
         """Release the embedded store's lock at shutdown (if this process opened it)."""
@@ -169,8 +169,9 @@ class Backends:
         catalog = model_catalog(settings.embed_model, settings.embed_models)
 
         def resolve(index: VectorIndex) -> ReadTarget:
-            collection = vt.members(index).get(index.alias) or index.collection
-            encoder = vt.encoder_of(index, collection, catalog, settings.embed_max_tokens)
+            targets = vt.VectorTargets.of(index, catalog, settings.embed_max_tokens)
+            collection = targets.read_collection()
+            encoder = targets.encoder_of(collection)
             return ReadTarget(collection, catalog[encoder.slug].spec)
 
         try:  # the store may fail, or name a collection no model of this process makes

@@ -10,8 +10,12 @@ truncates at N tokens; ``<recipe>`` names the embedded text (:mod:`indexer.core.
 left out for ``forai`` — so the collections made before recipes existed, which embedded
 ``forai``, still say what they hold. Every vectors worker knows how to embed for each target
 without any other shared state (:func:`collection_name` is the one naming rule,
-:func:`encoder_of` reads it back). Each collection has its own embedding cache,
+:meth:`VectorTargets.encoder_of` reads it back). Each collection has its own embedding cache,
 ``<collection>-cache`` (vectors differ by encoder).
+
+:class:`VectorTargets` owns that resolution for one :class:`~indexer.adapters.qdrant.VectorIndex`
+(the aliases, the names, the encoder a name stands for); the index itself stays one
+collection's reads and writes.
 """
 
 from __future__ import annotations
@@ -19,6 +23,7 @@ from __future__ import annotations
 import copy
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
 from indexer.core.recipes import RECIPES, UNNAMED_RECIPE, Recipe, collection_name, recipe
@@ -28,43 +33,8 @@ if TYPE_CHECKING:
 
 WRITE_SUFFIX = "-write"
 
-
-def write_alias(index: VectorIndex) -> str:
-    return f"{index.alias}{WRITE_SUFFIX}"
-
-
-def members(index: VectorIndex) -> dict[str, str | None]:
-    """The collection behind the read alias and behind the write alias (None: no alias)."""
-    found = index.store.aliases()
-    return {name: found.get(name) for name in (index.alias, write_alias(index))}
-
-
-def targets(index: VectorIndex) -> list[str]:
-    """Collections every vectors batch writes: read first, then the extra one (if any)."""
-    return [c for c in members(index).values() if c is not None]
-
-
-def bound(index: VectorIndex, collection: str) -> VectorIndex:
-    """A view of ``index`` that reads and writes one collection (and its cache) by name;
-    it shares the store."""
-    view = copy.copy(index)
-    view.alias, view.collection, view.cache = collection, collection, f"{collection}-cache"
-    return view
-
-
-def _prefix(index: VectorIndex) -> str:
-    return index.alias.removesuffix("-vectors")
-
-
-def collection_for(
-    index: VectorIndex,
-    max_tokens: int | None,
-    model_slug: str | None = None,
-    text: Recipe | None = None,
-) -> str:
-    """The collection of an encoder (None: the configured truncation, model, recipe)."""
-    slug = index.model_slug if model_slug is None else model_slug
-    return collection_name(_prefix(index), slug, max_tokens, text or index.recipe)
+_SUFFIXES = "|".join(re.escape(f"-{r}") for r in RECIPES if r != UNNAMED_RECIPE)
+_TAIL = re.compile(rf"(?:-t(\d+))?({_SUFFIXES})?")
 
 
 class Encoder(NamedTuple):
@@ -75,75 +45,109 @@ class Encoder(NamedTuple):
     recipe: Recipe
 
 
-_SUFFIXES = "|".join(re.escape(f"-{r}") for r in RECIPES if r != UNNAMED_RECIPE)
-_TAIL = re.compile(rf"(?:-t(\d+))?({_SUFFIXES})?")
+@dataclass(frozen=True)
+class VectorTargets:
+    """The collections behind ``index``'s read and write aliases, and the encoder each one's
+    name stands for. ``slugs``: the models this process can embed with (a name of another
+    model is refused); ``tokens``: the configured truncation (a name without ``-t<N>``)."""
 
+    index: VectorIndex
+    slugs: tuple[str, ...] = ()
+    tokens: int = 256
 
-def encoder_of(
-    index: VectorIndex, collection: str, slugs: Iterable[str], configured: int
-) -> Encoder:
-    """The encoder of ``collection`` (see :func:`collection_name`), for the models in
-    ``slugs``; ``configured``: the tokens of a name without ``-t<N>``."""
-    for slug in sorted(slugs, key=len, reverse=True):
-        base = f"{_prefix(index)}-{slug}"
-        if not collection.startswith(base):
-            continue
-        found = _TAIL.fullmatch(collection, len(base))
-        if found:
-            tokens = int(found.group(1)) if found.group(1) else configured
-            text = recipe(found.group(2)[1:]) if found.group(2) else UNNAMED_RECIPE
-            return Encoder(slug, tokens, text)
-    raise ValueError(
-        f"{collection} is not a collection of a known model: add the model to "
-        "SIDECAR_EMBED_MODELS of this process"
-    )
+    @classmethod
+    def of(cls, index: VectorIndex, slugs: Iterable[str] = (), tokens: int = 256) -> VectorTargets:
+        return cls(index, tuple(slugs), tokens)
 
+    @property
+    def write_alias(self) -> str:
+        return f"{self.index.alias}{WRITE_SUFFIX}"
 
-def read_encoder(index: VectorIndex, slugs: Iterable[str], configured: int) -> Encoder:
-    """The encoder of the collection searches read (the configured one before any alias)."""
-    read = members(index).get(index.alias) or index.collection
-    return encoder_of(index, read, slugs, configured)
+    @property
+    def _prefix(self) -> str:
+        return self.index.alias.removesuffix("-vectors")
 
+    def members(self) -> dict[str, str | None]:
+        """The collection behind the read alias and behind the write alias (None: no alias)."""
+        found = self.index.store.aliases()
+        return {name: found.get(name) for name in (self.index.alias, self.write_alias)}
 
-def create(index: VectorIndex, collection: str, dim: int | None = None) -> None:
-    """The collection, its cache and payload indexes (idempotent); in no alias. ``dim``: the
-    vector size of its model (None: the configured model's)."""
-    view = bound(index, collection)
-    view.dim = dim or index.dim
-    view.create_collections()
+    def targets(self) -> list[str]:
+        """Collections every vectors batch writes: read first, then the extra one (if any)."""
+        return [c for c in self.members().values() if c is not None]
 
+    def read_collection(self) -> str:
+        """The collection searches read (the configured one before any alias exists)."""
+        return self.members().get(self.index.alias) or self.index.collection
 
-def drop(index: VectorIndex, collection: str) -> None:
-    """Delete a collection and its cache (missing ones are fine)."""
-    for name in (collection, f"{collection}-cache"):
-        index.store.drop(name)
+    def bound(self, collection: str) -> VectorIndex:
+        """A view of the index that reads and writes one collection (and its cache) by name;
+        it shares the store."""
+        view = copy.copy(self.index)
+        view.alias, view.collection, view.cache = collection, collection, f"{collection}-cache"
+        return view
 
+    def collection_for(
+        self, max_tokens: int | None, model_slug: str | None = None, text: Recipe | None = None
+    ) -> str:
+        """The collection of an encoder (None: the configured truncation, model, recipe)."""
+        slug = self.index.model_slug if model_slug is None else model_slug
+        return collection_name(self._prefix, slug, max_tokens, text or self.index.recipe)
 
-def exists(index: VectorIndex, collection: str) -> bool:
-    return collection in index.store.collections()
+    def encoder_of(self, collection: str) -> Encoder:
+        """The encoder of ``collection`` (see :func:`collection_name`)."""
+        for slug in sorted(self.slugs, key=len, reverse=True):
+            base = f"{self._prefix}-{slug}"
+            if not collection.startswith(base):
+                continue
+            found = _TAIL.fullmatch(collection, len(base))
+            if found:
+                tokens = int(found.group(1)) if found.group(1) else self.tokens
+                text = recipe(found.group(2)[1:]) if found.group(2) else UNNAMED_RECIPE
+                return Encoder(slug, tokens, text)
+        raise ValueError(
+            f"{collection} is not a collection of a known model: add the model to "
+            "SIDECAR_EMBED_MODELS of this process"
+        )
 
+    def read_encoder(self) -> Encoder:
+        """The encoder of the collection searches read."""
+        return self.encoder_of(self.read_collection())
 
-def set_aliases(index: VectorIndex, read: str | None, extra: str | None) -> None:
-    """Point both aliases at once (atomic on a server; one file replace when embedded):
-    the read alias at ``read``, the write alias at ``extra`` (None: remove it)."""
-    index.store.set_aliases({index.alias: read, write_alias(index): extra})
+    def create(self, collection: str, dim: int | None = None) -> None:
+        """The collection, its cache and payload indexes (idempotent); in no alias. ``dim``:
+        the vector size of its model (None: the configured model's)."""
+        view = self.bound(collection)
+        view.dim = dim or self.index.dim
+        view.create_collections()
 
+    def drop(self, collection: str) -> None:
+        """Delete a collection and its cache (missing ones are fine)."""
+        for name in (collection, f"{collection}-cache"):
+            self.index.store.drop(name)
 
-def point_counts(index: VectorIndex, collection: str) -> dict[str, int]:
-    """Points per mailbox in one collection (a payload scroll)."""
-    counts: dict[str, int] = {}
-    for page in index.store.scroll(collection, None, ["mailbox_id"]):
-        for point in page:
-            box = str(point.payload.get("mailbox_id"))
-            counts[box] = counts.get(box, 0) + 1
-    return counts
+    def exists(self, collection: str) -> bool:
+        return collection in self.index.store.collections()
 
+    def set_aliases(self, read: str | None, extra: str | None) -> None:
+        """Point both aliases at once (atomic on a server; one file replace when embedded):
+        the read alias at ``read``, the write alias at ``extra`` (None: remove it)."""
+        self.index.store.set_aliases({self.index.alias: read, self.write_alias: extra})
 
-def point_hashes(index: VectorIndex, collection: str, mailbox_id: str) -> dict[str, str]:
-    """``content_hash`` by message key of a mailbox's points (what a vector was made from)."""
-    view = bound(index, collection)
-    return {
-        str(p["message_key"]): str(p.get("content_hash"))
-        for page in view.scroll_mailbox(mailbox_id)
-        for p in page
-    }
+    def point_counts(self, collection: str) -> dict[str, int]:
+        """Points per mailbox in one collection (a payload scroll)."""
+        counts: dict[str, int] = {}
+        for page in self.index.store.scroll(collection, None, ["mailbox_id"]):
+            for point in page:
+                box = str(point.payload.get("mailbox_id"))
+                counts[box] = counts.get(box, 0) + 1
+        return counts
+
+    def point_hashes(self, collection: str, mailbox_id: str) -> dict[str, str]:
+        """``content_hash`` by message key of a mailbox's points (what a vector was made
+        from)."""
+        return {
+            str(p["message_key"]): str(p.get("content_hash"))
+            for page in self.bound(collection).scroll_mailbox(mailbox_id)
+            for p in page
+        }

@@ -35,7 +35,7 @@ def read_recipe(settings: Settings, vectors: VectorIndex) -> Recipe:
     (it may differ from ``SIDECAR_EMBED_RECIPE`` until ``sidecar reindex --vectors`` moves the
     alias)."""
     catalog = model_catalog(settings.embed_model, settings.embed_models)
-    return vt.read_encoder(vectors, catalog, settings.embed_max_tokens).recipe
+    return vt.VectorTargets.of(vectors, catalog, settings.embed_max_tokens).read_encoder().recipe
 
 
 @contextmanager

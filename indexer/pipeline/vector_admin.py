@@ -36,7 +36,7 @@ def _name(
         )
     info = catalog[slug] if slug else next(iter(catalog.values()))
     chosen = None if text is None else recipe(text)
-    collection = vt.collection_for(index, max_tokens, slug, chosen)
+    collection = vt.VectorTargets(index).collection_for(max_tokens, slug, chosen)
     return {"collection": collection, "dim": info.dimension}
 
 
@@ -44,24 +44,25 @@ def run(op: str, args: dict[str, Any]) -> Any:
     """One operation on this process's vector index (see :mod:`indexer.adapters.vector_targets`)."""
     settings = get_settings()
     index = factories.vector_index(settings)
+    targets = vt.VectorTargets(index)
     if op == "state":
-        return {"members": vt.members(index), "base": index.collection}
+        return {"members": targets.members(), "base": index.collection}
     if op == "exists":
-        return vt.exists(index, args["collection"])
+        return targets.exists(args["collection"])
     if op == "create":
-        return vt.create(index, args["collection"], args.get("dim"))
+        return targets.create(args["collection"], args.get("dim"))
     if op == "name":
         return _name(
             settings, index, args.get("max_tokens"), args.get("model"), args.get("recipe")
         )
     if op == "drop":
-        return vt.drop(index, args["collection"])
+        return targets.drop(args["collection"])
     if op == "aliases":
-        return vt.set_aliases(index, args["read"], args["extra"])
+        return targets.set_aliases(args["read"], args["extra"])
     if op == "counts":
-        return vt.point_counts(index, args["collection"])
+        return targets.point_counts(args["collection"])
     if op == "hashes":
-        return vt.point_hashes(index, args["collection"], args["mailbox_id"])
+        return targets.point_hashes(args["collection"], args["mailbox_id"])
     raise ValueError(f"unknown vectors admin operation {op!r}")
 
 

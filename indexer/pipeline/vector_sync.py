@@ -45,10 +45,11 @@ def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Out
     index = factories.vector_index(settings)
     outcome = Outcome()
     slugs = model_catalog(settings.embed_model, settings.embed_models)
-    for n, collection in enumerate(vt.targets(index) or [index.collection]):
-        encoder = vt.encoder_of(index, collection, slugs, settings.embed_max_tokens)
+    targets = vt.VectorTargets.of(index, slugs, settings.embed_max_tokens)
+    for n, collection in enumerate(targets.targets() or [index.collection]):
+        encoder = targets.encoder_of(collection)
         embedder = _Timed(embedder_for(settings, encoder.tokens, encoder.slug))
-        view = vt.bound(index, collection)
+        view = targets.bound(collection)
         part = sync_vectors(factories.store(settings), view, embedder, refs, encoder.recipe)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded

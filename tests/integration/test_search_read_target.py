@@ -43,9 +43,10 @@ def test_a_server_alias_is_resolved_once_per_ttl_and_forgotten_on_a_miss(
     again = b.read_target()
     assert again.cached and again.collection == first.collection  # no aliases round trip
 
-    moved = vt.collection_for(index, 64)  # the same model, 64 tokens: a reindex's target
-    vt.create(index, moved)
-    vt.set_aliases(index, moved, None)
+    targets = vt.VectorTargets(index)
+    moved = targets.collection_for(64)  # the same model, 64 tokens: a reindex's target
+    targets.create(moved)
+    targets.set_aliases(moved, None)
     assert b.read_target().collection == first.collection  # within the TTL: the old pair
     assert b.read_target(fresh=True).collection == moved  # asked now: the new one
 
@@ -56,7 +57,7 @@ def test_a_server_alias_is_resolved_once_per_ttl_and_forgotten_on_a_miss(
     with pytest.raises(Exception):  # noqa: B017 - the server's 404, whatever its kind
         search(b, [0.1] * index.dim, flt, 5, cached)
     b.forget_read_target(cached)
-    vt.set_aliases(index, first.collection, None)
+    targets.set_aliases(first.collection, None)
     back = b.read_target()
     assert not back.cached and back.collection == first.collection
     assert search(b, [0.1] * index.dim, flt, 5, back) == []
@@ -69,9 +70,10 @@ def test_the_embedded_store_is_asked_every_time(tmp_path: Path) -> None:
     try:
         index = b.vectors
         assert not b.read_target().cached and not b.read_target().cached  # in memory: free
-        moved = vt.collection_for(index, 64)
-        vt.create(index, moved)
-        vt.set_aliases(index, moved, None)
+        targets = vt.VectorTargets(index)
+        moved = targets.collection_for(64)
+        targets.create(moved)
+        targets.set_aliases(moved, None)
         assert b.read_target().collection == moved  # seen at once
     finally:
         b.close()

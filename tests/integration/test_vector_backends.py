@@ -127,7 +127,7 @@ def test_the_api_key_is_never_shown(qdrant_server: object, caplog: pytest.LogCap
 def test_cluster_layout_reaches_every_collection(qdrant_server: object) -> None:
     """SIDECAR_QDRANT_SHARD_NUMBER reaches every collection the sidecar creates: start-up's (and
     its cache) and a vectors reindex's target (asked of the server itself)."""
-    from indexer.adapters.vector_targets import create
+    from indexer.adapters.vector_targets import VectorTargets
 
     server = qdrant_server
     settings = Settings(qdrant_url=server.url, qdrant_api_key=server.api_key,  # type: ignore[attr-defined]
@@ -136,7 +136,7 @@ def test_cluster_layout_reaches_every_collection(qdrant_server: object) -> None:
     store = build_store(settings)
     index = VectorIndex(store, f"l-{uuid.uuid4().hex[:6]}", "m", DIM)
     index.ensure()
-    create(index, f"{index.collection}-t64")
+    VectorTargets(index).create(f"{index.collection}-t64")
     client = store.client  # type: ignore[attr-defined]
     for name in (index.collection, index.cache, f"{index.collection}-t64",
                  f"{index.collection}-t64-cache"):
@@ -164,6 +164,7 @@ def test_a_store_made_before_recipes_is_read_as_forai(tmp_path: Path) -> None:
         assert store.aliases() == {index.alias: f"mail-{MODEL_SLUG}"}
         assert f"mail-{MODEL_SLUG}-subject-forai" not in store.collections()
         assert read_recipe(Settings(), index) == "forai"
-        assert vt.encoder_of(index, vt.targets(index)[0], [MODEL_SLUG], 256).recipe == "forai"
+        targets = vt.VectorTargets.of(index, [MODEL_SLUG], 256)
+        assert targets.encoder_of(targets.targets()[0]).recipe == "forai"
     finally:
         store.close()

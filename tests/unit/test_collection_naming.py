@@ -23,17 +23,17 @@ def test_names() -> None:
     index = _index()
     assert index.collection == "mail-all-minilm-l6-v2-subject-forai"
     assert index.cache == "mail-all-minilm-l6-v2-subject-forai-cache"
-    assert vt.collection_for(index, None) == index.collection
-    assert vt.collection_for(index, 64) == "mail-all-minilm-l6-v2-t64-subject-forai"
-    assert vt.collection_for(index, None, "tiny-bert-e5") == "mail-tiny-bert-e5-subject-forai"
-    assert vt.collection_for(index, 32, "tiny-bert-e5", "forai") == "mail-tiny-bert-e5-t32"
-    assert vt.collection_for(index, None, None, "forai") == "mail-all-minilm-l6-v2"
+    assert vt.VectorTargets(index).collection_for(None) == index.collection
+    assert vt.VectorTargets(index).collection_for(64) == "mail-all-minilm-l6-v2-t64-subject-forai"
+    assert vt.VectorTargets(index).collection_for(None, "tiny-bert-e5") == "mail-tiny-bert-e5-subject-forai"
+    assert vt.VectorTargets(index).collection_for(32, "tiny-bert-e5", "forai") == "mail-tiny-bert-e5-t32"
+    assert vt.VectorTargets(index).collection_for(None, None, "forai") == "mail-all-minilm-l6-v2"
 
 
 def test_a_forai_index_keeps_the_names_of_before_recipes() -> None:
     index = _index(recipe="forai")
     assert (index.collection, index.cache) == ("mail-all-minilm-l6-v2", "mail-all-minilm-l6-v2-cache")
-    assert vt.collection_for(index, 64) == "mail-all-minilm-l6-v2-t64"
+    assert vt.VectorTargets(index).collection_for(64) == "mail-all-minilm-l6-v2-t64"
 
 
 @pytest.mark.parametrize(
@@ -52,14 +52,14 @@ def test_a_forai_index_keeps_the_names_of_before_recipes() -> None:
 )
 def test_encoder_of(collection: str, want: tuple[str, int, str]) -> None:
     slugs = ["all-minilm-l6-v2", "tiny-bert-e5", "tiny-bert-e5-large"]
-    assert vt.encoder_of(_index(), collection, slugs, 256) == want
+    assert vt.VectorTargets.of(_index(), slugs, 256).encoder_of(collection) == want
 
 
 @pytest.mark.parametrize("recipe", ["forai", "subject-forai"])
 @pytest.mark.parametrize("tokens", [None, 48])
 def test_every_name_reads_back(recipe: Recipe, tokens: int | None) -> None:
-    name = vt.collection_for(_index(), tokens, "tiny-bert-e5", recipe)
-    got = vt.encoder_of(_index(), name, ["all-minilm-l6-v2", "tiny-bert-e5"], 256)
+    name = vt.VectorTargets(_index()).collection_for(tokens, "tiny-bert-e5", recipe)
+    got = vt.VectorTargets.of(_index(), ["all-minilm-l6-v2", "tiny-bert-e5"]).encoder_of(name)
     assert got == vt.Encoder("tiny-bert-e5", tokens or 256, recipe)
 
 
@@ -69,4 +69,4 @@ def test_every_name_reads_back(recipe: Recipe, tokens: int | None) -> None:
 )
 def test_unknown_collection_names_the_setting(collection: str) -> None:
     with pytest.raises(ValueError, match="SIDECAR_EMBED_MODELS"):
-        vt.encoder_of(_index(), collection, ["all-minilm-l6-v2"], 256)
+        vt.VectorTargets.of(_index(), ["all-minilm-l6-v2"]).encoder_of(collection)
