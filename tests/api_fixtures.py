@@ -8,7 +8,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -24,6 +23,7 @@ from search_api.auth import token_hash
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
 from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables
+from tests.waiting import wait_http_ok
 
 TOKEN_A, TOKEN_B = "token-a-" + uuid.uuid4().hex, "token-b-" + uuid.uuid4().hex
 
@@ -129,15 +129,9 @@ def start_api(settings: Settings, tmp: Path, mailbox_a: str, mailbox_b: str) -> 
         settings, ("fulltext",), 1, loglevel="WARNING", own_session=True, log=log
     )
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                break
-        except httpx.HTTPError:
-            time.sleep(0.5)
     procs = [api, *workers]
     try:
+        wait_http_ok(url + "/healthz", timeout=180, proc=api, log=tmp / "api.log", what="the API")
         yield Api(settings.model_copy(update={"api_port": port}), url, mailbox_a, mailbox_b, procs)
     finally:
         stop_workers(procs)

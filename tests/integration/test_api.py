@@ -3,22 +3,24 @@
 from __future__ import annotations
 
 import hashlib
-import time
 import uuid
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from indexer.adapters import aws, factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
-from indexer.pipeline.workers import stop_workers
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
-from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
-from tests.pipeline_helpers import qdrant_points, wait_until
+from tests.api_fixtures import TOKEN_B, Api, free_port, index_all, mail, start_api, store_all
+from tests.pipeline_helpers import qdrant_points
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -336,22 +338,46 @@ def test_health_ready_openapi(api: Api) -> None:
     assert "has:attachment" in spec["info"]["description"]
 
 
-def test_deleted_message_is_dropped_and_repaired(api: Api) -> None:
-    """Runs last: it stops the API to inspect the embedded vector store."""
-    settings = api.settings
-    assert keys_of(api.search("invoice")) == {key(7)}
-    delete_message(
-        aws.client(settings, "dynamodb"), settings.table, api.mailbox_a, "<msg7@example.org>"
+def _vectors_applied(metrics_url: str) -> float:
+    """Messages the API process's vectors consumer has applied (its metrics port)."""
+    text = httpx.get(metrics_url, timeout=10).text
+    return sum(
+        sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+        if sample.name == "sidecar_worker_messages_total"
+        and sample.labels == {"stage": "vectors", "outcome": "applied"}
     )
-    assert keys_of(api.search("invoice")) == set()  # the join drops it before the indexes catch up
-    index = factories.fulltext_index(settings)
-    ref = MessageRef(api.mailbox_a, key(7))
 
-    def gone_from_opensearch() -> bool:
-        return not index.client.exists(index=index.alias, id=point_id(ref), routing=ref.mailbox_id)
 
-    assert wait_until(gone_from_opensearch, timeout=60)
-    time.sleep(2)  # the vectors repair runs in the API process; give it a moment, then stop it
-    stop_workers(api.procs)
-    assert (api.mailbox_a, key(7)) not in qdrant_points(settings, api.mailbox_a)
-    assert (api.mailbox_a, key(1)) in qdrant_points(settings, api.mailbox_a)
+def test_deleted_message_is_dropped_and_repaired(settings: Settings, tmp_path: Path) -> None:
+    """On an API of its own (it stops it to inspect the embedded vector store), so it does not
+    depend on running after the module's other tests."""
+    settings = settings.model_copy(update={"api_metrics_port": free_port()})
+    metrics_url = f"http://127.0.0.1:{settings.api_metrics_port}/metrics"
+    mailbox = f"repair-{uuid.uuid4().hex[:8]}"
+    with contextmanager(start_api)(settings, tmp_path, mailbox, f"{mailbox}-b") as api:
+        store_all(settings, mailbox, [MAILBOX[0], MAILBOX[6]])  # <msg1@…>, <msg7@…>
+        index_all(settings, tmp_path)
+        applied = _vectors_applied(metrics_url)
+        assert keys_of(api.search("invoice")) == {key(7)}
+        ddb = aws.client(settings, "dynamodb")
+        delete_message(ddb, settings.table, mailbox, "<msg7@example.org>")
+        # the join drops it before the indexes catch up
+        assert keys_of(api.search("invoice")) == set()
+        index = factories.fulltext_index(settings)
+        ref = MessageRef(mailbox, key(7))
+
+        def gone_from_opensearch() -> bool:
+            return not index.client.exists(
+                index=index.alias, id=point_id(ref), routing=ref.mailbox_id
+            )
+
+        wait_for(gone_from_opensearch, timeout=60, message="the full-text repair did not delete it")
+        # the vectors repair runs in the API process, which owns the store: its count of applied
+        # messages says when it is done; then the API may be stopped and the store opened here
+        wait_for(lambda: _vectors_applied(metrics_url) > applied, timeout=60,
+                 message="the API's vectors consumer applied no repair")
+    points = qdrant_points(settings, mailbox)
+    assert (mailbox, key(7)) not in points
+    assert (mailbox, key(1)) in points
