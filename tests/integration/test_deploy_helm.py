@@ -480,3 +480,12 @@ def test_values_are_documented_key_by_key() -> None:
         if line.strip():
             previous = line
     assert undocumented == []
+
+
+def test_without_the_tailer_for_the_lambda_reader() -> None:
+    """``tailer.enabled=false`` (the Lambda reader of deploy/cdk reads the stream instead):
+    no tailer Deployment or budget, the rest unchanged and valid."""
+    docs = render(PRODUCTION, sets=("tailer.enabled=false",))
+    assert validation_errors(docs) == []
+    assert set(of_kind(docs, "Deployment")) == {"fulltext", "vectors", "api"}
+    assert set(of_kind(docs, "PodDisruptionBudget")) == {"fulltext", "vectors", "api"}
