@@ -33,9 +33,19 @@ from sidecar_tools.writer.files import read_emails
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
 from tests.api_fixtures import start_api
-from tests.integration.test_reindex import BOX, FIRST, OTHER, SAMPLE, Load, Searches, _running, _say
 from tests.integration.test_reindex_vectors import _converged, _expected
 from tests.pipeline_helpers import prepare_tables, wait_until
+from tests.reindex_load import (
+    BOX,
+    FIRST,
+    OTHER,
+    SAMPLE,
+    Load,
+    Searches,
+    reindex_under_load,
+    running,
+    say,
+)
 
 pytestmark = [pytest.mark.stack, pytest.mark.qdrant_server, pytest.mark.slow]
 
@@ -73,7 +83,7 @@ def test_the_server_path_end_to_end(settings: Settings, qdrant_server: Any, tmp_
             tailer = build_tailer(settings, "trim_horizon", lease_s=10.0, renew_s=2.0)
             tail_stop = threading.Event()
             admin = ops.Admin(settings, 120)
-            with _running(lambda: tailer.run(tail_stop), tail_stop):
+            with running(lambda: tailer.run(tail_stop), tail_stop):
                 assert wait_until(lambda: admin.state()[0] is not None, timeout=180)
                 old = admin.state()[0]
                 assert old is not None
@@ -84,21 +94,13 @@ def test_the_server_path_end_to_end(settings: Settings, qdrant_server: Any, tmp_
                 assert report.drifted == 0, report.remaining
                 load = Load(ddb, settings.table, emails, text=True, pause_s=0.5)
                 searches = Searches(api.url, "semantic", 0.3)
-                with _running(searches.run, searches.stop), _running(load.run, load.stop):
-                    window = time.monotonic()
-                    time.sleep(1.0)
-                    before = searches.issued
-                    moved = ops.reindex_vectors(
-                        settings, 32, settle_s=1.0, verify_timeout_s=180, say=_say
-                    )
-                    during = searches.issued - before
-                    time.sleep(3.0)
-                    load.stop.set()
-                window = time.monotonic() - window
+                run = reindex_under_load(searches, load, lambda: ops.reindex_vectors(
+                    settings, 32, settle_s=1.0, verify_timeout_s=180, say=say))
+                moved = run.report
                 names = [moved.old, moved.new]
                 assert wait_until(lambda: _converged(settings, ddb, names), timeout=180, interval=2)
                 assert admin.state() == (moved.new, moved.old, old)
-                searches.assert_never_failed(window, during)
+                searches.assert_never_failed(run.window_s, run.during)
                 assert ops.rollback_vectors(settings) == (moved.old, moved.new)
                 assert ops.rollback_vectors(settings) == (moved.new, moved.old)
     finally:

@@ -8,15 +8,12 @@ deleting messages while ``indexer.ops.reindex`` runs in this process. Run with `
 
 from __future__ import annotations
 
-import random
 import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import pytest
 from celery.exceptions import TimeoutError as TaskTimeout
 
@@ -28,17 +25,20 @@ from indexer.ops.reconcile import reconcile
 from indexer.settings import Settings
 from sidecar_tools.writer.files import read_emails
 from sidecar_tools.writer.mapping import to_items
-from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
-from tests.api_fixtures import TOKEN_A, start_api
+from sidecar_tools.writer.store import store_message
+from tests.api_fixtures import start_api
 from tests.pipeline_helpers import prepare_tables, table_messages, wait_until
-
-SAMPLE = Path(__file__).resolve().parents[2] / "tools" / "sidecar_tools" / "demo_data" / "sample-mailbox.jsonl"
-BOX, OTHER = "reindex@example.com", "nobody@example.com"
-FIRST = 30  # stored before the reindex; the rest of the 40 are stored by the load
-
-
-def _say(message: str) -> None:
-    print(time.strftime("%H:%M:%S"), message, flush=True)
+from tests.reindex_load import (
+    BOX,
+    FIRST,
+    OTHER,
+    SAMPLE,
+    Load,
+    Searches,
+    reindex_under_load,
+    running,
+    say,
+)
 
 
 def _fields(properties: dict[str, Any], prefix: str = "") -> set[str]:
@@ -84,115 +84,6 @@ def _drift(index: OpenSearchIndex, ddb: Any, settings: Settings, names: list[str
     return problems
 
 
-def _rewritten(email: dict[str, Any], n: int, text: bool) -> dict[str, Any]:
-    meta, content = email["metadata"], email["content"]
-    forai = f"rewritten {n}: {content.get('forAI') or ''}" if text else content.get("forAI")
-    return {
-        **email,
-        "metadata": {**meta, "subject": f"[rewritten {n}] {meta.get('subject') or ''}"},
-        "content": {**content, "forAI": "" if text and n % 5 == 0 else forai},
-        "processing": {**email["processing"], "specVersion": f"2.{n}"},
-    }
-
-
-class Load:
-    """Store / rewrite / delete messages of BOX until stopped; counts what it did.
-    ``text``: rewrites change ``forai`` too (a new vector), sometimes to blank (no point)."""
-
-    def __init__(
-        self,
-        ddb: Any,
-        table: str,
-        emails: list[dict[str, Any]],
-        text: bool = False,
-        pause_s: float = 0.15,
-    ) -> None:
-        self.ddb, self.table, self.text, self.pause_s = ddb, table, text, pause_s
-        self.stored, self.reserve = emails[:FIRST], emails[FIRST:]
-        self.done: dict[str, int] = {"store": 0, "rewrite": 0, "delete": 0}
-        self.stop, self.rng = threading.Event(), random.Random(11)
-
-    def step(self, n: int) -> None:
-        op = self.rng.choice(["store", "rewrite", "rewrite", "delete"])
-        if op == "store" and self.reserve:
-            email = self.reserve.pop()
-            assert store_message(self.ddb, self.table, to_items(email, BOX))
-            self.stored.append(email)
-        elif op == "delete" and len(self.stored) > 10:
-            email = self.stored.pop(self.rng.randrange(len(self.stored)))
-            assert delete_message(self.ddb, self.table, BOX, email["messageId"])
-            self.reserve.insert(0, email)  # stored again later: a re-delivery after deletion
-        else:
-            op, email = "rewrite", self.rng.choice(self.stored)
-            assert rewrite_message(
-                self.ddb, self.table, to_items(_rewritten(email, n, self.text), BOX)
-            )
-        self.done[op] += 1
-
-    def run(self) -> None:
-        n = 0
-        while not self.stop.wait(self.pause_s):
-            n += 1
-            self.step(n)
-
-
-class Searches:
-    """A search through the API issued every ``interval_s`` (on a fixed schedule: slow answers
-    overlap in a small pool); every non-200 answer or error is a failure."""
-
-    def __init__(self, url: str, mode: str = "fulltext", interval_s: float = 0.1) -> None:
-        self.url, self.mode, self.ok, self.failures = url, mode, 0, list[str]()
-        self.interval_s = interval_s
-        self.stop, self.issued, self.lock = threading.Event(), 0, threading.Lock()
-
-    def _one(self, http: httpx.Client) -> None:
-        params = {"q": "release OR review", "mode": self.mode}
-        try:
-            r = http.get(f"/v1/mailboxes/{BOX}/search", params=params)
-            failure = (
-                None
-                if r.status_code == 200 and isinstance(r.json().get("hits"), list)
-                else f"{r.status_code} {r.text[:200]}"
-            )
-        except httpx.HTTPError as exc:
-            failure = repr(exc)
-        with self.lock:
-            if failure is None:
-                self.ok += 1
-            else:
-                self.failures.append(failure)
-
-    def assert_never_failed(self, window_s: float, during_reindex: int) -> None:
-        """Every search answered; the searches kept their schedule (half of it at least, on a
-        loaded machine) through the window, and some were issued while the reindex ran."""
-        assert self.failures == [] and self.ok == self.issued
-        assert self.issued >= 0.5 * window_s / self.interval_s and during_reindex >= 1
-
-    def run(self) -> None:
-        headers = {"Authorization": f"Bearer {TOKEN_A}"}
-        with (
-            httpx.Client(base_url=self.url, headers=headers, timeout=20) as http,
-            ThreadPoolExecutor(8) as pool,
-        ):
-            tick = time.monotonic()
-            while not self.stop.is_set():
-                pool.submit(self._one, http)
-                self.issued += 1
-                tick += self.interval_s
-                self.stop.wait(max(0.0, tick - time.monotonic()))
-
-
-@contextmanager
-def _running(target: Any, stop: threading.Event) -> Any:
-    thread = threading.Thread(target=target, daemon=True)
-    thread.start()
-    try:
-        yield thread
-    finally:
-        stop.set()
-        thread.join(timeout=60)
-
-
 @pytest.mark.stack
 def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -> None:
     settings = settings.model_copy(update={"batch_messages": 16, "embed_max_tokens": 64})
@@ -210,20 +101,12 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
     with api_cm(settings, tmp_path, BOX, OTHER) as api:
         tailer = build_tailer(settings, "trim_horizon", lease_s=10.0, renew_s=2.0)
         searches, tail_stop = Searches(api.url), threading.Event()
-        with _running(lambda: tailer.run(tail_stop), tail_stop):
+        with running(lambda: tailer.run(tail_stop), tail_stop):
             assert wait_until(lambda: not _drift(index, ddb, settings, [old]), timeout=180)
             t_indexed = time.monotonic() - started
-            with _running(searches.run, searches.stop), _running(load.run, load.stop):
-                window = time.monotonic()
-                time.sleep(1.0)
-                before = searches.issued
-                report = ops.reindex(
-                    settings, new_version, settle_s=1.0, verify_timeout_s=120, say=_say
-                )
-                during = searches.issued - before
-                time.sleep(3.0)  # the load goes on past the swap
-                load.stop.set()
-            window = time.monotonic() - window
+            run = reindex_under_load(searches, load, lambda: ops.reindex(
+                settings, new_version, settle_s=1.0, verify_timeout_s=120, say=say))
+            report = run.report
             names = [report.old, report.new]
             assert wait_until(lambda: not _drift(index, ddb, settings, names), timeout=60)
     print(
@@ -232,7 +115,7 @@ def test_reindex_under_writes_and_searches(settings: Settings, tmp_path: Path) -
         f"{searches.issued} searches issued, {searches.ok} ok, {len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    searches.assert_never_failed(window, during)
+    searches.assert_never_failed(run.window_s, run.during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     assert report.old == old and report.new == index.index_name(new_version)
     assert index.aliases() == {index.alias: [report.new], index.write_alias: [report.old]}

@@ -25,8 +25,18 @@ from sidecar_tools.writer.files import read_emails
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
 from tests.api_fixtures import start_api
-from tests.integration.test_reindex import BOX, FIRST, OTHER, SAMPLE, Load, Searches, _running, _say
 from tests.pipeline_helpers import embedded_hash, prepare_tables, table_messages, wait_until
+from tests.reindex_load import (
+    BOX,
+    FIRST,
+    OTHER,
+    SAMPLE,
+    Load,
+    Searches,
+    reindex_under_load,
+    running,
+    say,
+)
 
 # In embedded mode the API process also consumes the vectors queue (one owner of the store):
 # on these 2 shared cores, 10 semantic searches a second (each embeds its query) starve it.
@@ -67,23 +77,15 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
         tailer = build_tailer(settings, "trim_horizon", lease_s=10.0, renew_s=2.0)
         searches, tail_stop = Searches(api.url, "semantic", SEARCH_EVERY_S), threading.Event()
         admin = ops.Admin(settings, 120)
-        with _running(lambda: tailer.run(tail_stop), tail_stop):
+        with running(lambda: tailer.run(tail_stop), tail_stop):
             assert wait_until(lambda: admin.state()[0] is not None, timeout=120)
             old = admin.state()[0]
             assert old is not None
             assert wait_until(lambda: _converged(settings, ddb, [old]), timeout=180)
             t_indexed = time.monotonic() - started
-            with _running(searches.run, searches.stop), _running(load.run, load.stop):
-                window = time.monotonic()
-                time.sleep(1.0)
-                before = searches.issued
-                report = ops.reindex_vectors(
-                    settings, 32, settle_s=1.0, verify_timeout_s=120, say=_say
-                )
-                during = searches.issued - before
-                time.sleep(3.0)  # the load goes on past the swap
-                load.stop.set()
-            window = time.monotonic() - window
+            run = reindex_under_load(searches, load, lambda: ops.reindex_vectors(
+                settings, 32, settle_s=1.0, verify_timeout_s=120, say=say))
+            report = run.report
             names = [report.old, report.new]
             assert wait_until(lambda: _converged(settings, ddb, names), timeout=90, interval=2)
             assert admin.state() == (report.new, report.old, old)
@@ -96,7 +98,7 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
         f"{len(searches.failures)} failed; "
         f"total {time.monotonic() - started:.1f}s"
     )
-    searches.assert_never_failed(window, during)
+    searches.assert_never_failed(run.window_s, run.during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
     base = f"{settings.qdrant_collection}-{MODEL_SLUG}"
     assert report.old == old == f"{base}-subject-forai"
