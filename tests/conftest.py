@@ -39,22 +39,31 @@ def unique() -> str:
     return uuid.uuid4().hex[:10]
 
 
+def namespaced(prefix: str, tmp: Path, unique: str | None = None, **overrides: Any) -> Settings:
+    """Settings of the running stack with a namespace of their own: table, index, collection
+    and queues all named ``{prefix}-{unique}``, the embedded store under ``tmp``. The one
+    place a test (``settings``) or a module's API fixture makes its namespace."""
+    name = f"{prefix}-{unique or uuid.uuid4().hex[:8]}"
+    fields: dict[str, Any] = {
+        "table": name,
+        "opensearch_index": name,
+        "qdrant_collection": name,
+        "qdrant_path": tmp / "qdrant",
+        "queue_prefix": name,
+    }
+    return Settings(**{**fields, **overrides})
+
+
 @pytest.fixture
 def settings(unique: str, tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[Settings]:
     """Settings of the running stack, with a table/index/queue namespace of this test's own.
 
     After a stack test its indices are deleted: the suite made ~260, and a node with a 512 MB
     heap met its circuit breaker near the end of a run."""
-    made = Settings(
-        table=f"t-{unique}",
-        opensearch_index=f"mail-{unique}",
-        qdrant_collection=f"mail-{unique}",
-        qdrant_path=tmp_path / "qdrant",
-        queue_prefix=f"q-{unique}",
-    )
+    made = namespaced("t", tmp_path, unique)
     yield made
     if request.node.get_closest_marker("stack") is not None:
-        _drop_indices(made, f"mail-{unique}")
+        _drop_indices(made, made.opensearch_index)
 
 
 def _drop_indices(settings: Settings, prefix: str) -> None:

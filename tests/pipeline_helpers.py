@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -54,6 +55,23 @@ def ingest_files(settings: Settings, paths: list[str], timeout: float = 900) -> 
     run = ingestor(settings)
     run.feed_all(read_sources(paths, aws.client(settings, "s3")))
     return run.wait(timeout)
+
+
+def ingest_fulltext(settings: Settings, tmp: Path, timeout: float = 300) -> int:
+    """The table's stream through the pipeline, full-text tasks only (for tests with no
+    vectors worker); waits, and returns the dead-lettered count."""
+    from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
+    from indexer.pipeline.ingest import Ingestor
+
+    records = tmp / f"{settings.table}-{uuid.uuid4().hex[:6]}.jsonl"
+    export_stream(settings, records)
+    run = Ingestor(
+        only_stage(celery_send(settings), "fulltext"),
+        decode_dead_letter(settings),
+        settings.batch_messages,
+    )
+    run.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
+    return run.wait(timeout).dead_lettered
 
 
 def embedded_hash(item: dict[str, Any], recipe: Recipe = DEFAULT_RECIPE) -> str | None:

@@ -19,6 +19,7 @@ from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
 from tests.api_fixtures import TOKEN_B, Api, free_port, index_all, mail, start_api, store_all
+from tests.conftest import namespaced
 from tests.pipeline_helpers import qdrant_points
 from tests.waiting import wait_for
 
@@ -147,13 +148,7 @@ def thread_key(thread: str) -> str:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     unique = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp("api")
-    settings = Settings(
-        table=f"api-{unique}",
-        opensearch_index=f"api-{unique}",
-        qdrant_collection=f"api-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"api-{unique}",
-    )
+    settings = namespaced("api", tmp, unique)
     mailbox_a, mailbox_b = f"alice-{unique}", f"shared #box-{unique}".replace("#", "")
     yield from _running(settings, tmp, mailbox_a, mailbox_b)
 

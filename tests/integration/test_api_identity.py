@@ -20,6 +20,7 @@ from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import TokenConfigError
 from tests.api_fixtures import TOKEN_A, Api, free_port, index_all, mail, start_api, store_all
+from tests.conftest import namespaced
 from tests.jwt_helpers import (
     AUDIENCE,
     ISSUER,
@@ -56,12 +57,8 @@ def tmp(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def api(tmp: Path, jwks: Jwks) -> Iterator[Api]:
     unique = uuid.uuid4().hex[:8]
-    settings = Settings(
-        table=f"id-{unique}",
-        opensearch_index=f"id-{unique}",
-        qdrant_collection=f"id-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"id-{unique}",
+    settings = namespaced(
+        "id", tmp, unique,
         api_metrics_port=free_port(),
         api_jwt_jwks_url=jwks.url,
         api_jwt_issuer=ISSUER,

@@ -18,7 +18,7 @@ from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.settings import Settings, to_env
 from search_api.query import build_search_body, parse
 from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import prepare_tables, workers
+from tests.pipeline_helpers import ingest_fulltext, prepare_tables, workers
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -80,7 +80,7 @@ def test_v2_index_reindexed_to_v3_finds_chinese_and_japanese_words(
     old = index.ensure(2)  # a deployment indexed before v3
     store_all(settings, "box", MAILS)
     with workers(settings, ("fulltext",)):
-        index_all_fulltext(settings, tmp_path)
+        assert ingest_fulltext(settings, tmp_path) == 0
         assert tokens(index, "clean", "季度预算") == ["季", "度", "预", "算"]  # v2: one per char
         cli = subprocess.run(
             [sys.executable, "-m", "indexer.cli.main", "reindex", "--to-version", "3"],
@@ -97,23 +97,3 @@ def test_v2_index_reindexed_to_v3_finds_chinese_and_japanese_words(
     )
     for q, expected in CASES:
         assert found(index, q) == {key(n) for n in expected}, q
-
-
-def index_all_fulltext(settings: Settings, tmp_path: Path) -> None:
-    """The table's stream through the pipeline (full-text only; no vectors worker here)."""
-    from indexer.adapters import aws
-    from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
-    from indexer.pipeline.ingest import Ingestor
-    from indexer.sources.files import read_sources
-    from tests.pipeline_helpers import export_stream
-
-    records = tmp_path / "stream.jsonl"
-    export_stream(settings, records)
-    run = Ingestor(
-        only_stage(celery_send(settings), "fulltext"),
-        decode_dead_letter(settings),
-        settings.batch_messages,
-    )
-    run.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
-    assert run.wait(300).dead_lettered == 0
-

@@ -24,9 +24,10 @@ import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
-from indexer.settings import Settings, to_env
+from indexer.settings import to_env
 from search_api.auth import token_hash
 from tests.api_fixtures import TOKEN_A, Api, free_port, index_all, mail, start_api, store_all
+from tests.conftest import namespaced
 from tests.console_browser import (
     answered,
     chromium,
@@ -63,14 +64,7 @@ def key(message_id: str) -> str:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     unique = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp("console")
-    settings = Settings(
-        table=f"console-{unique}",
-        opensearch_index=f"console-{unique}",
-        qdrant_collection=f"console-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"console-{unique}",
-        console=True,
-    )
+    settings = namespaced("console", tmp, unique, console=True)
     sample = [json.loads(line) for line in SAMPLE.read_text(encoding="utf-8").splitlines()]
     for running in start_api(settings, tmp, "demo@example.com", f"other-{unique}"):
         store_all(settings, running.mailbox_a, [*sample, HOSTILE])

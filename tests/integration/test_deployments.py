@@ -9,13 +9,11 @@ from pathlib import Path
 import pytest
 
 from indexer.adapters import aws, factories
-from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
-from indexer.pipeline.ingest import Ingestor
 from indexer.settings import Settings
-from indexer.sources.files import read_sources
 from sidecar_tools.writer.store import delete_message
 from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import export_stream, opensearch_docs, prepare_tables, workers
+from tests.conftest import namespaced
+from tests.pipeline_helpers import ingest_fulltext, opensearch_docs, prepare_tables, workers
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -23,28 +21,13 @@ SENDER = ("Alice", "alice@example.com")
 
 
 def namespace(name: str, prefix: str, tmp: Path) -> Settings:
-    unique = uuid.uuid4().hex[:8]
-    return Settings(
-        table=f"dep-{name}-{unique}",
-        opensearch_index=f"dep-{name}-{unique}",
-        qdrant_collection=f"dep-{name}-{unique}",
+    return namespaced(
+        f"dep-{name}",
+        tmp,
         qdrant_path=tmp / name,
         queue_prefix=prefix,  # shared: both deployments consume the same queues
         batch_messages=1,  # one task per message: many chances to take the other's task
     )
-
-
-def index_fulltext(settings: Settings, tmp: Path) -> int:
-    """Ingest the table's stream (full-text tasks only) and wait; returns dead letters."""
-    records = tmp / f"{settings.table}-{uuid.uuid4().hex[:6]}.jsonl"
-    export_stream(settings, records)
-    run = Ingestor(
-        only_stage(celery_send(settings), "fulltext"),
-        decode_dead_letter(settings),
-        settings.batch_messages,
-    )
-    run.feed_all(read_sources([str(records)], aws.client(settings, "s3")))
-    return run.wait(300).dead_lettered
 
 
 def test_workers_of_two_deployments_on_one_queue_never_apply_each_others_tasks(
@@ -67,8 +50,8 @@ def test_workers_of_two_deployments_on_one_queue_never_apply_each_others_tasks(
         factories.fulltext_index(settings).ensure()
         store_all(settings, "box", [shared, *own[settings]])
     with workers(one, ("fulltext",)), workers(two, ("fulltext",)):
-        assert index_fulltext(one, tmp_path) == 0
-        assert index_fulltext(two, tmp_path) == 0
+        assert ingest_fulltext(one, tmp_path) == 0
+        assert ingest_fulltext(two, tmp_path) == 0
         docs_one, docs_two = opensearch_docs(one, "box"), opensearch_docs(two, "box")
         assert {d["subject"] for d in docs_one.values()} == {"In both stores"} | {
             f"One {n}" for n in (2, 3, 4, 5)
@@ -78,7 +61,7 @@ def test_workers_of_two_deployments_on_one_queue_never_apply_each_others_tasks(
         }
         # A delete in deployment one: only its index loses the message.
         delete_message(aws.client(one, "dynamodb"), one.table, "box", "<msg1@example.org>")
-        assert index_fulltext(one, tmp_path) == 0
+        assert ingest_fulltext(one, tmp_path) == 0
         assert len(opensearch_docs(one, "box")) == 4
         assert len(opensearch_docs(two, "box")) == 5
     assert factories.dead_letters(one).list() == []

@@ -23,8 +23,8 @@ from opensearchpy.exceptions import TransportError
 from indexer.adapters import factories
 from indexer.adapters.opensearch import is_transient
 from indexer.adapters.opensearch_errors import client_error
-from indexer.settings import Settings
 from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
+from tests.conftest import namespaced
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -60,13 +60,7 @@ def key(n: int) -> str:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     unique = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp("hostile")
-    settings = Settings(
-        table=f"hostile-{unique}",
-        opensearch_index=f"hostile-{unique}",
-        qdrant_collection=f"hostile-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"hostile-{unique}",
-    )
+    settings = namespaced("hostile", tmp, unique)
     for running in start_api(settings, tmp, f"a-{unique}", f"b-{unique}"):
         store_all(settings, running.mailbox_a, MAILBOX_A)
         store_all(settings, running.mailbox_b, MAILBOX_B)

@@ -14,6 +14,7 @@ from indexer.adapters import factories
 from indexer.settings import Settings
 from search_api.query import build_search_body, parse
 from tests.api_fixtures import Api, index_all, mail, start_api, store_all
+from tests.conftest import namespaced
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -43,13 +44,7 @@ REQUESTS: list[dict[str, Any]] = [
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Api, Path]]:
     unique = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp("scores")
-    settings = Settings(
-        table=f"scores-{unique}",
-        opensearch_index=f"scores-{unique}",
-        qdrant_collection=f"scores-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"scores-{unique}",
-    )
+    settings = namespaced("scores", tmp, unique)
     for running in start_api(settings, tmp, f"ours-{unique}", f"theirs-{unique}"):
         yield running, tmp
 

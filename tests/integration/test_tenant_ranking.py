@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from indexer.settings import Settings
 from tests.api_fixtures import Api, mail, start_api
+from tests.conftest import namespaced
 from tests.mail_helpers import corpus
 from tests.tenant_load import load_mailbox
 
@@ -52,13 +52,7 @@ def skewed_mail(n: int) -> dict[str, Any]:
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     unique = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp("tenant-rank")
-    settings = Settings(
-        table=f"rank-{unique}",
-        opensearch_index=f"rank-{unique}",
-        qdrant_collection=f"rank-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"rank-{unique}",
-    )
+    settings = namespaced("rank", tmp, unique)
     yield from start_api(settings, tmp, f"x-{unique}", f"y-{unique}")
 
 
