@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, StringConstraints
+from pydantic import Field, SecretStr, StringConstraints, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
@@ -132,7 +132,22 @@ class Settings(BaseSettings):
     )
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
-        description="Celery broker and results (dead letters are in the sidecar's table).",
+        description="Celery broker and results (dead letters are in the sidecar's table): "
+        "one server `redis://host:6379/0` (or an ElastiCache replication group's primary "
+        "endpoint, whose DNS name follows a failover; `rediss://` for TLS), or Redis "
+        "Sentinel as `sentinel://host1:26379;sentinel://host2:26379/0` (every Sentinel, "
+        "`;`-separated, the database number once) with `SIDECAR_REDIS_SENTINEL_MASTER`.",
+    )
+    redis_sentinel_master: str | None = Field(
+        default=None,
+        description="With a `sentinel://` URL: the name of the master the Sentinels monitor "
+        "(their `sentinel monitor <name> ...`); required there, unused otherwise.",
+    )
+    redis_sentinel_password: SecretStr | None = Field(
+        default=None,
+        description="With a `sentinel://` URL: the password of the Sentinels themselves "
+        "(`requirepass` in their configuration); the master's goes in the URL "
+        "(`sentinel://:password@host:26379`).",
     )
     qdrant_url: str | None = Field(default=None, description="A Qdrant server; unset = embedded.")
     qdrant_path: Path = Field(default=Path(".sidecar/qdrant"), description="Embedded Qdrant store.")
@@ -345,6 +360,17 @@ class Settings(BaseSettings):
         default=None,
         description="Serve the search console at /console; unset = only with env 'dev'.",
     )
+
+    @model_validator(mode="after")
+    def _sentinel_needs_a_master(self) -> Settings:
+        if self.redis_sentinel and not self.redis_sentinel_master:
+            raise ValueError("a sentinel:// SIDECAR_REDIS_URL needs SIDECAR_REDIS_SENTINEL_MASTER")
+        return self
+
+    @property
+    def redis_sentinel(self) -> bool:
+        """The broker is reached through Redis Sentinel (``sentinel://`` URL)."""
+        return self.redis_url.lstrip().lower().startswith("sentinel://")
 
     @property
     def resolved_state_table(self) -> str:

@@ -1,22 +1,35 @@
 """Redis, the Celery broker: one client per process, the classification of its errors, and
 the queue gauges read from it at scrape time (with the dead-letter count, read from the
-sidecar's DynamoDB table: :mod:`indexer.adapters.dlq`)."""
+sidecar's DynamoDB table: :mod:`indexer.adapters.dlq`).
+
+The broker is one server (``redis://``: a single node, or an ElastiCache replication group's
+primary endpoint, whose DNS name moves to the promoted replica on a failover) or a master
+found through Redis Sentinel (``sentinel://h1:26379;sentinel://h2:26379/0`` with
+``SIDECAR_REDIS_SENTINEL_MASTER``). Everything that reaches Redis gets its address here: this
+module's client (lost-task check, gauges, purge) asks the Sentinels for the master with
+redis-py's ``Sentinel.master_for``; Celery and kombu get the same URL and options from
+:func:`celery_url` and :func:`sentinel_options`.
+"""
 
 from __future__ import annotations
 
 import json
 import logging
 from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
+from urllib.parse import quote, unquote, urlsplit
 
 import redis
+from kombu.exceptions import OperationalError as KombuOperationalError
 from prometheus_client import CollectorRegistry
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.sentinel import Sentinel
 
 from indexer.adapters.dlq import dead_letters
 from indexer.core.errors import ErrorKind
@@ -25,15 +38,98 @@ from indexer.settings import Settings
 log = logging.getLogger(__name__)
 
 
+SENTINEL_PORT = 26379
+# Timeouts of the connections to the Sentinels (a dead Sentinel is skipped after these).
+SENTINEL_SOCKET_KWARGS = {"socket_timeout": 2.0, "socket_connect_timeout": 2.0}
+
+
+@dataclass(frozen=True, slots=True)
+class SentinelAddress:
+    """A ``sentinel://`` URL taken apart: the Sentinels, the database, the master's login."""
+
+    sentinels: tuple[tuple[str, int], ...]
+    db: int = 0
+    username: str | None = None
+    password: str | None = None
+
+
+def sentinel_address(url: str) -> SentinelAddress:
+    """``sentinel://[[user]:password@]host[:port][/db]`` parts joined by ``;`` (kombu's and
+    Celery's form). The database may be given on any part (kombu reads it from the first,
+    Celery from the first too): given twice it must agree; the login is the first given."""
+    sentinels: list[tuple[str, int]] = []
+    dbs: set[int] = set()
+    username = password = None
+    for part in (p.strip() for p in url.split(";")):
+        if not part:
+            continue
+        found = urlsplit(part)
+        if found.scheme.lower() != "sentinel" or not found.hostname:
+            raise ValueError(f"not a sentinel://host:port URL: {part!r}")
+        sentinels.append((found.hostname, found.port or SENTINEL_PORT))
+        if found.path.strip("/"):
+            dbs.add(int(found.path.strip("/")))
+        if password is None and found.password is not None:
+            username = unquote(found.username) if found.username else None
+            password = unquote(found.password)
+    if not sentinels or len(dbs) > 1:
+        raise ValueError(f"a sentinel URL needs one or more Sentinels and one database: {url!r}")
+    return SentinelAddress(tuple(sentinels), dbs.pop() if dbs else 0, username, password)
+
+
+def celery_url(settings: Settings) -> str:
+    """The broker and result-backend URL for Celery: ``redis_url`` itself, or for Sentinel
+    the same Sentinels each written with the database and login (kombu and Celery read
+    those from the first part only)."""
+    if not settings.redis_sentinel:
+        return settings.redis_url
+    where = sentinel_address(settings.redis_url)
+    login = ""
+    if where.password is not None:
+        login = f"{quote(where.username or '', safe='')}:{quote(where.password, safe='')}@"
+    return ";".join(f"sentinel://{login}{host}:{port}/{where.db}"
+                    for host, port in where.sentinels)
+
+
+def sentinel_options(settings: Settings) -> dict[str, Any]:
+    """kombu's ``broker_transport_options`` and Celery's ``result_backend_transport_options``
+    that find the master through the Sentinels (empty for a plain ``redis://`` URL)."""
+    if not settings.redis_sentinel:
+        return {}
+    return {"master_name": settings.redis_sentinel_master,
+            "sentinel_kwargs": _sentinel_kwargs(settings)}
+
+
+def _sentinel_kwargs(settings: Settings) -> dict[str, Any]:
+    kwargs: dict[str, Any] = dict(SENTINEL_SOCKET_KWARGS)
+    if settings.redis_sentinel_password is not None:
+        kwargs["password"] = settings.redis_sentinel_password.get_secret_value()
+    return kwargs
+
+
 @lru_cache(maxsize=4)
 def redis_client(settings: Settings) -> redis.Redis:
-    return redis.Redis.from_url(settings.redis_url, socket_timeout=10, socket_connect_timeout=5)
+    """The process's client: of the one server, or of the master the Sentinels name (asked
+    again on every new connection, so a failover is followed after one failed command)."""
+    timeouts = {"socket_timeout": 10, "socket_connect_timeout": 5}
+    if not settings.redis_sentinel:
+        return redis.Redis.from_url(settings.redis_url, **timeouts)
+    where = sentinel_address(settings.redis_url)
+    sentinel = Sentinel(  # type: ignore[no-untyped-call]
+        list(where.sentinels), sentinel_kwargs=_sentinel_kwargs(settings))
+    assert settings.redis_sentinel_master is not None  # the settings' validator saw to it
+    client: redis.Redis = sentinel.master_for(  # type: ignore[no-untyped-call]
+        settings.redis_sentinel_master, db=where.db, username=where.username,
+        password=where.password, **timeouts)
+    return client
 
 
 def classify(exc: BaseException) -> ErrorKind | None:
-    """Redis down, restarting or slow is transient; other Redis errors (a wrong command or
-    type: a bug) are unexpected; ``None`` for anything not Redis's."""
-    if isinstance(exc, RedisConnectionError | RedisTimeoutError):
+    """Redis down, restarting or slow is transient (with Sentinel: no master known yet, during
+    a failover), and so is a task that could not be sent after kombu's retries; other Redis
+    errors (a wrong command or type: a bug) are unexpected; ``None`` for anything not
+    Redis's."""
+    if isinstance(exc, RedisConnectionError | RedisTimeoutError | KombuOperationalError):
         return ErrorKind.TRANSIENT
     if isinstance(exc, RedisError):
         # a broker restarting answers LOADING / READONLY / MASTERDOWN before it serves again

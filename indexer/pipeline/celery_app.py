@@ -2,6 +2,13 @@
 
 Configured from settings at import because the worker imports this module by name; nothing
 heavy happens here (no client is built until a task runs).
+
+The broker is one Redis (``redis://``, an ElastiCache primary endpoint included) or the
+master Redis Sentinel names (``sentinel://``; URL and options from
+:mod:`indexer.adapters.broker`). Losing it (a restart, a failover) is survived on both sides:
+a worker reconnects for ever, asking the Sentinels again for the master each time; a sender
+retries a publish briefly and then raises a transient error (the tailer feeds the page again;
+a task lost with the old master is found and sent again by the ingestor's lost-task check).
 """
 
 from __future__ import annotations
@@ -10,17 +17,21 @@ from typing import Any
 
 from celery import Celery, signals
 
-from indexer.adapters import aws_audit
+from indexer.adapters import aws_audit, broker
 from indexer.settings import Settings, get_settings
 
 # How long a dead restorer's lock stops the redelivery of unacked tasks (kombu: 300 s).
 UNACKED_MUTEX_EXPIRE_S = 30
+# Publishing a task: up to 5 retries, 0.5 s apart growing to 1 s (about 3.5 s in all).
+PUBLISH_RETRY_POLICY = {"max_retries": 5, "interval_start": 0, "interval_step": 0.5,
+                        "interval_max": 1}
 
 
 def configure(app: Celery, settings: Settings) -> None:
+    url, sentinel = broker.celery_url(settings), broker.sentinel_options(settings)
     app.conf.update(
-        broker_url=settings.redis_url,
-        result_backend=settings.redis_url,
+        broker_url=url,
+        result_backend=url,
         task_serializer="json",
         result_serializer="json",
         accept_content=["json"],
@@ -32,6 +43,20 @@ def configure(app: Celery, settings: Settings) -> None:
         result_expires=24 * 3600,
         task_track_started=True,
         broker_connection_retry_on_startup=True,
+        # A broker lost while running (a restart, a failover): reconnect, for ever (Celery's
+        # default gives up, and the worker exits, after 100 tries).
+        broker_connection_retry=True,
+        broker_connection_max_retries=None,
+        # A task running when the connection drops finishes and stores its result (the result
+        # backend retries its writes); it is acknowledged on the new connection or, if that
+        # ack is lost, redelivered after the visibility timeout (harmless: tasks are
+        # idempotent). Cancelling it would only delay it by that timeout.
+        worker_cancel_long_running_tasks_on_connection_loss=False,
+        # A sender (the tailer, ingest, the API's read-repair) retries a publish about 3 s and
+        # then raises: the tailer backs off and feeds the page again; the API counts a
+        # failed repair and answers the search.
+        task_publish_retry=True,
+        task_publish_retry_policy=PUBLISH_RETRY_POLICY,
         broker_transport_options={
             # A task longer than this is redelivered while still running: batches are bounded.
             "visibility_timeout": settings.visibility_timeout_s,
@@ -43,8 +68,11 @@ def configure(app: Celery, settings: Settings) -> None:
             # A restore takes milliseconds, and a second restorer is harmless (each message is
             # moved back in a transaction that checks it is still unacked).
             "unacked_mutex_expire": UNACKED_MUTEX_EXPIRE_S,
+            # With Sentinel: the master's name and the Sentinels' login and timeouts.
+            **sentinel,
         },
-        result_backend_transport_options={"visibility_timeout": settings.visibility_timeout_s},
+        result_backend_transport_options={
+            "visibility_timeout": settings.visibility_timeout_s, **sentinel},
         task_default_queue=settings.fulltext_queue,
         worker_hijack_root_logger=False,
     )
