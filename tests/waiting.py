@@ -2,8 +2,7 @@
 
 A test that needs something to have happened (a server to listen, a write to land, a thread
 to block) waits for exactly that, up to a timeout, and fails with a message that says what
-did not happen. A fixed ``time.sleep`` either wastes the time or, on a loaded machine, is too
-short. Sleeps that are themselves what a test exercises (an outage's length, a paced write
+did not happen. A fixed pause either wastes the time or, on a loaded machine, is too short. Sleeps that are themselves what a test exercises (an outage's length, a paced write
 rate, a cooldown) stay in the tests, each with a comment saying so.
 
 Light on purpose (no ``indexer`` import): the unit tier uses it too.
@@ -21,15 +20,23 @@ import httpx
 T = TypeVar("T")
 
 
+def _poll(predicate: Callable[[], T], timeout: float, interval: float) -> T | None:
+    """``predicate()``'s first truthy value within ``timeout`` s (asked once more at the end),
+    else None. Whatever ``predicate`` raises goes through."""
+    deadline = time.monotonic() + timeout
+    while True:
+        found = predicate()
+        if found:
+            return found
+        if time.monotonic() >= deadline:
+            return None
+        time.sleep(interval)
+
+
 def wait_until(predicate: Callable[[], Any], timeout: float = 60, interval: float = 0.5) -> bool:
     """True as soon as ``predicate()`` is truthy; False after ``timeout`` seconds (the caller
     asserts, with its own message)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(interval)
-    return bool(predicate())
+    return _poll(predicate, timeout, interval) is not None
 
 
 def wait_for(
@@ -41,15 +48,11 @@ def wait_for(
 ) -> T:
     """``predicate()``'s first truthy value; an AssertionError with ``message`` (a string, or
     what a callable returns then, e.g. a log's tail) when none came within ``timeout`` s."""
-    deadline = time.monotonic() + timeout
-    while True:
-        found = predicate()
-        if found:
-            return found
-        if time.monotonic() >= deadline:
-            text = message() if callable(message) else message
-            raise AssertionError(f"not within {timeout:g} s: {text}")
-        time.sleep(interval)
+    found = _poll(predicate, timeout, interval)
+    if found is None:
+        text = message() if callable(message) else message
+        raise AssertionError(f"not within {timeout:g} s: {text}")
+    return found
 
 
 def http_ok(url: str, timeout: float = 2) -> bool:
