@@ -13,13 +13,13 @@ import re
 import signal
 import subprocess
 import threading
-import time
 from pathlib import Path
 
 import pytest
 
 from indexer.settings import Settings, to_env
 from tests.api_fixtures import free_port
+from tests.waiting import wait_for, wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]
@@ -51,7 +51,11 @@ def test_make_demo_indexes_the_sample_and_serves_the_api(
     reader.start()
     try:
         assert serving.wait(600), "".join(lines[-60:])
-        time.sleep(0.5)
+        console = f"127.0.0.1:{own.api_port}/console?mailbox=demo%40example.com"
+        wait_for(lambda: console in "".join(lines), timeout=30,
+                 message=lambda: "no console link: " + "".join(lines[-20:]))
+        wait_http_ok(f"http://127.0.0.1:{own.api_port}/healthz", timeout=30, proc=proc,
+                     what="make demo's API")
     finally:
         os.killpg(proc.pid, signal.SIGINT)  # what Ctrl-C in the terminal sends
         try:
@@ -69,4 +73,4 @@ def test_make_demo_indexes_the_sample_and_serves_the_api(
     calls = out.split("$ curl")[1:]
     assert len(calls) >= 5, out[-3000:]
     assert all(re.search(r"^\s+\d\.\d{3}\s+\S", call, re.M) for call in calls[:4]), out[-3000:]
-    assert f"127.0.0.1:{own.api_port}/console?mailbox=demo%40example.com" in out
+    assert console in out

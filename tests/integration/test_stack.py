@@ -26,6 +26,7 @@ from indexer.adapters.aws import client
 from indexer.settings import Settings, get_settings
 from sidecar_tools.cli.stack_cmds import register
 from sidecar_tools.stack import manager
+from tests.waiting import wait_for
 
 # No skip when java or mvn is missing: CI installs them, and a skipped stack test proves nothing.
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
@@ -192,9 +193,9 @@ def test_killed_redis_is_reported_then_down_leaves_nothing(stack: Settings) -> N
     """Runs last: it breaks the stack on purpose."""
     pids = {row["name"]: row["pid"] for row in _status_json()["components"]}
     os.kill(pids["redis"], signal.SIGKILL)
-    deadline = time.monotonic() + 10
-    while _port_open(_port(stack.redis_url)) and time.monotonic() < deadline:
-        time.sleep(0.1)
+    port = _port(stack.redis_url)
+    wait_for(lambda: not _port_open(port), timeout=10, interval=0.1,
+             message=f"the killed Redis still listens on {port}")
     result = _cli("status", "--json")
     assert result.exit_code != 0
     redis_row = next(r for r in json.loads(result.stdout)["components"] if r["name"] == "redis")
