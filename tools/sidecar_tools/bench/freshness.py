@@ -269,13 +269,15 @@ class Written:
     due: float  # when the schedule wanted it written (epoch seconds)
     began: float
     ended: float
+    has_vector: bool = True  # False: no embedded text (empty subject and forai), no point
 
 
 def write_steadily(
     ddb: Any, table: str, mail: list[tuple[str, dict[str, Any]]], rate: float, writers: int,
-    on_written: Callable[[Ref], None],
+    on_written: Callable[[Written], None], recipe: Any = None,
 ) -> tuple[list[Written], list[str]]:
     """Store ``mail`` at ``rate`` per second, open loop, from ``writers`` threads."""
+    from indexer.core.recipes import DEFAULT_RECIPE, embedded_text
     from sidecar_tools.writer.mapping import to_items
     from sidecar_tools.writer.store import store_message
 
@@ -293,14 +295,16 @@ def write_steadily(
             with lock:
                 failed.append(f"{mailbox}: {type(exc).__name__}: {exc}"[:200])
             return
-        ref = (mailbox, items.message_key)
+        row = items.message
+        wrote = Written((mailbox, items.message_key), due, began, ended, embedded_text(
+            recipe or DEFAULT_RECIPE, row.get("subject"), row.get("forai")) is not None)
         with lock:
             if stored:
-                done.append(Written(ref, due, began, ended))
+                done.append(wrote)
             else:
                 failed.append(f"{mailbox}/{items.message_key}: already stored")
         if stored:
-            on_written(ref)
+            on_written(wrote)
 
     start = time.time() + 0.2
     futures: list[Future[None]] = []
@@ -414,6 +418,8 @@ def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str
                                                      "embed", "visible")}
     missing = 0
     for w in written:
+        if stage == "vectors" and not w.has_vector:
+            continue
         seen = visible.get(w.ref)
         if seen is None:
             missing += 1
@@ -479,10 +485,10 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
     stop = threading.Event()
     errors: dict[str, int] = {}
 
-    def written_one(ref: Ref) -> None:
-        fulltext.add(ref)
-        if server:
-            vectors.add(ref)
+    def written_one(w: Written) -> None:
+        fulltext.add(w.ref)
+        if server and w.has_vector:
+            vectors.add(w.ref)
 
     pollers = [threading.Thread(target=poll, args=(fulltext, opensearch_finder(settings),
                                                    opts.poll_s, stop, errors), daemon=True)]
@@ -493,7 +499,8 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
     for thread in pollers:
         thread.start()
 
-    def ended_vectors(refs: list[Ref]) -> bool:
+    def ended_vectors(written: list[Written]) -> bool:
+        refs = [w.ref for w in written if w.has_vector]
         if server:
             return not any(r in vectors.waiting for r in refs)
         ends = first_ends(read_events(events), "vectors")
@@ -502,22 +509,23 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
     try:
         # Warm-up (not measured): the workers load the model, the index and the store are
         # created and the tailer holds its lease before the clock starts.
-        wrote, failed = write_steadily(ddb, settings.table, [warmup], 1.0, 1, written_one)
+        wrote, failed = write_steadily(ddb, settings.table, [warmup], 1.0, 1, written_one,
+                                       settings.embed_recipe)
         if failed:
             raise RuntimeError(f"warm-up write failed: {failed}")
-        _wait("warm-up searchable", lambda: not fulltext.waiting and ended_vectors(
-            [wrote[0].ref]), 600, procs, say)
+        _wait("warm-up searchable", lambda: not fulltext.waiting and ended_vectors(wrote),
+              600, procs, say)
         errors.clear()  # the alias did not exist until the warm-up message was indexed
         written_from = time.time()
         say(f"writing {count} messages at {opts.rate:g}/s")
         written, failed = write_steadily(
-            ddb, settings.table, mail, opts.rate, opts.writers, written_one)
+            ddb, settings.table, mail, opts.rate, opts.writers, written_one,
+            settings.embed_recipe)
         write_s = time.time() - written_from
         say(f"wrote {len(written)} in {write_s:.1f}s ({len(failed)} failed); waiting for the "
             "indexes")
-        refs = [w.ref for w in written]
         try:
-            _wait("all searchable", lambda: not fulltext.waiting and ended_vectors(refs),
+            _wait("all searchable", lambda: not fulltext.waiting and ended_vectors(written),
                   opts.drain_s, procs, say)
         except TimeoutError as exc:
             say(str(exc))
@@ -527,6 +535,8 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         procs.stop()
         for thread in pollers:
             thread.join(10)
+        if not opts.keep:
+            _clean(settings)
     tasks = read_events(events)
     vector_seen = vectors.found if server else first_ends(tasks, "vectors")
     lateness = [w.began - w.due for w in written]
@@ -550,13 +560,22 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         "load_1m": [round(load_before[0], 2), round(load_after[0], 2)],
         "cpus": os.cpu_count(),
         "poll_errors": dict(errors),
+        "process_warnings": _warnings(log),
     }
-    if not opts.keep:
-        _clean(settings, out)
     return result
 
 
-def _clean(settings: Settings, out: Path) -> None:
+def _warnings(log: Path) -> int:
+    """Warning and error lines of the processes (a stack restarted under the run shows here)."""
+    if not log.exists():
+        return 0
+    text = log.read_text(encoding="utf-8", errors="replace")
+    return sum(1 for line in text.splitlines()
+               if ('"level": "warning"' in line or '"level": "error"' in line)
+               and "DeprecationWarning" not in line)
+
+
+def _clean(settings: Settings) -> None:
     """Drop the run's index family, tables and embedded store (the events stay)."""
     from indexer.adapters import aws
     from indexer.adapters.opensearch import build_client
@@ -623,7 +642,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
             f"call p50 {_ms(r['write_call'].get('p50_s'))} ms, writer late p99 "
             f"{_ms(r['writer_late'].get('p99_s'))} ms; not searchable at the end: full text "
             f"{r['fulltext']['not_searchable']}, vectors {r['vectors']['not_searchable']}; "
-            f"load (1 min) {r['load_1m'][0]} → {r['load_1m'][1]} on {r['cpus']} CPUs"
+            f"load (1 min) {r['load_1m'][0]} → {r['load_1m'][1]} on {r['cpus']} CPUs; "
+            f"warning/error lines of the processes: {r['process_warnings']}"
             + (f"; poll errors: {r['poll_errors']}" if r["poll_errors"] else ""))
     return "\n".join(lines)
 
