@@ -13,6 +13,8 @@ export SIDECAR_OPENSEARCH_HEAP=${SIDECAR_OPENSEARCH_HEAP:-1g}
 .venv/bin/python -m compileall -q -j 0 indexer search_api tools/sidecar_tools tests >/dev/null
 
 bash scripts/ensure-test-tools.sh || exit 1
+# podman, runc and debootstrap for tests/integration/test_image.py (the real image, built and run)
+bash scripts/ensure-image-tools.sh || exit 1
 .venv/bin/sidecar stack up || { echo "test: the stack did not come up" >&2; exit 1; }
 trap '.venv/bin/sidecar stack down' EXIT
 bash scripts/ensure-deploy-tools.sh || { echo "test: the deploy tools (helm, cdk) did not install" >&2; exit 1; }
