@@ -106,6 +106,18 @@ def index_all(settings: Settings, tmp: Path) -> None:
     factories.fulltext_index(settings).refresh()
 
 
+def serve_process(env: dict[str, str], log: Path, *options: str) -> subprocess.Popen[bytes]:
+    """``sidecar serve`` in a process (and session) of its own, its output appended to ``log``."""
+    with log.open("ab") as out:
+        return subprocess.Popen(
+            [sys.executable, "-m", "indexer.cli.main", "serve", *options],
+            env=env,
+            stdout=out,
+            stderr=out,
+            start_new_session=True,
+        )
+
+
 def start_api(settings: Settings, tmp: Path, mailbox_a: str, mailbox_b: str) -> Iterator[Api]:
     prepare_tables(settings)
     port = free_port()
@@ -117,14 +129,8 @@ def start_api(settings: Settings, tmp: Path, mailbox_a: str, mailbox_b: str) -> 
             {token_hash(TOKEN_A): [mailbox_a], token_hash(TOKEN_B): [mailbox_b]}
         ),
     }
+    api = serve_process(env, tmp / "api.log")
     log = (tmp / "api.log").open("ab")
-    api = subprocess.Popen(
-        [sys.executable, "-m", "indexer.cli.main", "serve"],
-        env=env,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
     workers = spawn_workers(
         settings, ("fulltext",), 1, loglevel="WARNING", own_session=True, log=log
     )

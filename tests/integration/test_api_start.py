@@ -8,8 +8,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import httpx
@@ -21,7 +19,7 @@ from indexer.core.plan import MessageRef
 from indexer.pipeline.workers import stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import TOKEN_A, free_port
+from tests.api_fixtures import TOKEN_A, free_port, serve_process
 from tests.pipeline_helpers import prepare_tables
 from tests.waiting import wait_for
 
@@ -56,14 +54,7 @@ def test_serve_waits_for_the_model_and_survives_a_dead_broker(
         "SIDECAR_API_METRICS_PORT": str(metrics_port),
         "SIDECAR_API_TOKENS": json.dumps({token_hash(TOKEN_A): [MAILBOX]}),
     }
-    log = (tmp_path / "api.log").open("ab")
-    api = subprocess.Popen(
-        [sys.executable, "-m", "indexer.cli.main", "serve"],
-        env=env,
-        stdout=log,
-        stderr=log,
-        start_new_session=True,
-    )
+    api = serve_process(env, tmp_path / "api.log")
     url = f"http://127.0.0.1:{port}"
     try:
         readiness = _readiness_until_ready(url)

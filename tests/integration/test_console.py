@@ -12,21 +12,27 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from urllib.parse import quote
 
-import httpx
 import pytest
 from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 
 from indexer.settings import to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import TOKEN_A, Api, free_port, index_all, mail, start_api, store_all
+from tests.api_fixtures import (
+    TOKEN_A,
+    Api,
+    free_port,
+    index_all,
+    mail,
+    serve_process,
+    start_api,
+    store_all,
+)
 from tests.conftest import namespaced
 from tests.console_browser import (
     answered,
@@ -40,7 +46,7 @@ from tests.console_browser import (
     text_of,
 )
 from tests.ops_helpers import SAMPLE
-from tests.pipeline_helpers import wait_until
+from tests.waiting import wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -225,17 +231,11 @@ def test_unavailable_backend_shows_the_503_message(
         "SIDECAR_API_PORT": str(port),
         "SIDECAR_API_TOKENS": json.dumps({token_hash(TOKEN_A): [api.mailbox_a]}),
     }
-    with (tmp_path / "replica.log").open("ab") as log:
-        replica = subprocess.Popen(
-            [sys.executable, "-m", "indexer.cli.main", "serve", "--no-vectors-consumer"],
-            env=env,
-            stdout=log,
-            stderr=log,
-            start_new_session=True,
-        )
+    replica = serve_process(env, tmp_path / "replica.log", "--no-vectors-consumer")
     try:
         url = f"http://127.0.0.1:{port}"
-        assert wait_until(lambda: _healthy(url), timeout=90), "the replica did not start"
+        wait_http_ok(f"{url}/healthz", timeout=90, proc=replica, log=tmp_path / "replica.log",
+                     what="the replica")
         log_in(browser, url, api.mailbox_a, TOKEN_A)  # another origin: its own session storage
         browser.find_element(By.CSS_SELECTOR, "input[value=semantic]").click()
         search(browser, "server went down at night")
@@ -246,13 +246,6 @@ def test_unavailable_backend_shows_the_503_message(
         replica.terminate()
         replica.wait(30)
         browser.get(f"{api.url}/console?mailbox={quote(api.mailbox_a)}")  # token still known
-
-
-def _healthy(url: str) -> bool:
-    try:
-        return httpx.get(f"{url}/healthz", timeout=2).status_code == 200
-    except httpx.HTTPError:
-        return False
 
 
 def test_screenshot_of_the_demo_mailbox(browser: WebDriver, tmp_path: Path) -> None:

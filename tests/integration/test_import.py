@@ -11,7 +11,6 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +22,11 @@ from indexer.settings import Settings, to_env
 from sidecar_tools.mailimport.run import import_path
 from sidecar_tools.writer.mapping import to_items
 from tests import hostile_mail
-from tests.api_fixtures import free_port
+from tests.api_fixtures import free_port, serve_process
 from tests.conftest import CORPORA
 from tests.mail_helpers import corpus, write_maildir, write_mbox
 from tests.pipeline_helpers import table_messages
+from tests.waiting import wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -49,19 +49,14 @@ def _serve(settings: Settings, mailbox: str, log: Path) -> tuple[subprocess.Pope
     port = free_port()
     env = {**os.environ, **to_env(settings), "SIDECAR_API_PORT": str(port),
            "SIDECAR_ENV": "dev", "SIDECAR_DEV_MAILBOXES": json.dumps([mailbox])}
-    proc = subprocess.Popen([sys.executable, "-m", "indexer.cli.main", "serve"], env=env,
-                            stdout=log.open("ab"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    proc = serve_process(env, log)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + "/healthz", timeout=2).status_code == 200:
-                return proc, url
-        except httpx.HTTPError:
-            time.sleep(0.5)
-    proc.kill()
-    raise AssertionError(f"API did not start: {log.read_text()[-2000:]}")
+    try:
+        wait_http_ok(url + "/healthz", timeout=180, proc=proc, log=log, what="sidecar serve")
+    except AssertionError:
+        proc.kill()
+        raise
+    return proc, url
 
 
 def test_try_it_on_your_own_mail(settings: Settings, tmp_path: Path) -> None:

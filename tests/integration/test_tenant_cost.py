@@ -18,10 +18,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from indexer.settings import Settings
 from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, start_api
+from tests.conftest import namespaced
 from tests.mail_helpers import corpus
 from tests.tenant_load import load_mailbox
+from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -44,13 +45,7 @@ HOSTILE = {
 def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     unique = uuid.uuid4().hex[:8]
     tmp = tmp_path_factory.mktemp("tenant-cost")
-    settings = Settings(
-        table=f"cost-{unique}",
-        opensearch_index=f"cost-{unique}",
-        qdrant_collection=f"cost-{unique}",
-        qdrant_path=tmp / "qdrant",
-        queue_prefix=f"cost-{unique}",
-    )
+    settings = namespaced("cost", tmp, unique)
     for running in start_api(settings, tmp, f"a-{unique}", f"b-{unique}"):
         big = corpus(CORPORA / "linux-mips-4k.jsonl.gz")
         assert load_mailbox(settings, running.mailbox_a, big) == 4000
@@ -70,7 +65,7 @@ def polite(api: Api, q: str, **params: object) -> tuple[float, httpx.Response]:
     searches was spent (a 429), as an HTTP client's retry policy does."""
     took, response = timed(api, q, **params)
     if response.status_code == 429:
-        time.sleep(float(response.headers["Retry-After"]))
+        time.sleep(float(response.headers["Retry-After"]))  # honouring it is the test (not a wait)
         took, response = timed(api, q, **params)
     return took, response
 
@@ -136,7 +131,8 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
     for t in threads:
         t.start()
     try:
-        time.sleep(0.5)
+        wait_for(lambda: len(statuses) >= len(threads), timeout=60,
+                 message=lambda: f"the hostile load has not started: {statuses}")
         loaded = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(120)]  # type: ignore[arg-type]
     finally:
         stop.set()
