@@ -43,6 +43,7 @@ from tests.integration.test_tail_redis_restart import (
     _converged,
     _tail_process,
 )
+from tests.waiting import wait_for
 
 # One reader per index (`--stage each`): an index that is down holds back only its own reader.
 EACH = ("fulltext", "vectors")
@@ -65,11 +66,13 @@ class PrivateOpenSearch:
         argv = opensearch_node.command(classpath, self.home, self.port, "fault-test", "384m")
         with (self.home / "node.log").open("ab") as log:
             self.proc = subprocess.Popen(argv, stdout=log, stderr=log, start_new_session=True)
-        deadline = time.monotonic() + 180
-        while not _opensearch_probe(self.url):
-            assert self.proc.poll() is None, (self.home / "node.log").read_text()[-3000:]
-            assert time.monotonic() < deadline, "private OpenSearch did not start"
-            time.sleep(0.5)
+        proc, log = self.proc, self.home / "node.log"
+
+        def answers() -> bool:
+            assert proc.poll() is None, log.read_text()[-3000:]
+            return bool(_opensearch_probe(self.url))
+
+        wait_for(answers, timeout=180, interval=0.5, message="private OpenSearch did not start")
 
     def stop(self) -> None:
         if self.proc is not None and self.proc.poll() is None:
@@ -90,6 +93,7 @@ class WriteLoad:
         self.stopped = threading.Event()
         self.errors: list[BaseException] = []
         self.done = 0
+        self._writing = threading.Lock()  # held for each write: ``paused`` waits on it
         self._thread = threading.Thread(target=self._loop, daemon=True)
 
     def _loop(self) -> None:
@@ -100,14 +104,17 @@ class WriteLoad:
             if not self.running.wait(timeout=0.2):
                 continue
             op = rng.choice(["store", "store", "rewrite", "delete"])
-            try:
-                _write(self.ddb, self.table, op, rng.randrange(9), rng.choice(MAILBOXES),
-                       variant=rng.randrange(3))
-                self.done += 1
-            except BaseException as exc:  # reported by the test
-                self.errors.append(exc)
-                return
-            time.sleep(0.3)
+            with self._writing:
+                if not self.running.is_set():  # paused meanwhile: no write starts now
+                    continue
+                try:
+                    _write(self.ddb, self.table, op, rng.randrange(9), rng.choice(MAILBOXES),
+                           variant=rng.randrange(3))
+                    self.done += 1
+                except BaseException as exc:  # reported by the test
+                    self.errors.append(exc)
+                    return
+            time.sleep(0.3)  # pacing: a steady write rate through the faults (not a wait)
 
     def start(self) -> None:
         self.running.set()
@@ -116,7 +123,8 @@ class WriteLoad:
     @contextmanager
     def paused(self) -> Iterator[None]:
         self.running.clear()
-        time.sleep(0.5)  # let a write in progress finish
+        with self._writing:  # a write in progress finishes; none starts after this
+            pass
         try:
             yield
         finally:
@@ -214,14 +222,15 @@ def _run_faults(
 
     try:
         load.start()
-        time.sleep(5)
+        wait_for(lambda: load.done >= 10 or load.errors, timeout=120,
+                 message=lambda: f"{load.done} warm-up writes, errors {load.errors}")
         recover("warm-up", time.monotonic())
 
         # 1. OpenSearch down: embedding goes on, queues stay bounded
         before = _reader_position(settings, ddb, "vectors")
         node.stop()
         began = time.monotonic()
-        time.sleep(OUTAGE_S)
+        time.sleep(OUTAGE_S)  # the outage itself (not a wait): embedding must go on through it
         assert _reader_position(settings, ddb, "vectors") > before, "embedding stopped"
         node.start()
         recover("opensearch", began)
@@ -230,7 +239,7 @@ def _run_faults(
         os.killpg(workers["vectors"].pid, signal.SIGSTOP)
         began = time.monotonic()
         try:
-            time.sleep(10)
+            time.sleep(10)  # the freeze itself (not a wait): writes go on meanwhile
             with load.paused():
                 assert wait_until(lambda: _converged(settings, ddb), timeout=120, interval=1.0)
             timings["fulltext while qdrant down"] = time.monotonic() - began
@@ -241,14 +250,14 @@ def _run_faults(
         # 3. Redis restarted
         broker.stop()
         began = time.monotonic()
-        time.sleep(3)
+        time.sleep(3)  # the outage itself: Redis stays down this long (not a wait)
         broker.start()
         recover("redis", began)
 
         # 4. a worker SIGKILLed, then started again
         _kill_group(workers["vectors"])
         began = time.monotonic()
-        time.sleep(2)
+        time.sleep(2)  # the outage itself: no vectors worker this long (not a wait)
         workers["vectors"] = spawn_workers(settings, ("vectors",), 1, "WARNING",
                                            own_session=True)[0]
         recover("worker", began)
@@ -256,7 +265,7 @@ def _run_faults(
         # 5. the tailer SIGKILLed, then started again
         _kill_group(tail)
         began = time.monotonic()
-        time.sleep(2)
+        time.sleep(2)  # the outage itself: no tailer this long (not a wait)
         tail = _tail_process(settings, log, "--stage", "each")
         recover("tailer", began)
         load.stop()
