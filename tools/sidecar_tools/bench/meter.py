@@ -11,6 +11,9 @@ size is the UTF-8 length of its attribute names plus the size of each value, as 
 A ``before-parameter-build`` hook keeps each call's parameters, an ``after-call`` hook adds its
 units from the parsed response; writes are billed on the item as sent (``PutItem``) or, when
 the meter has a ``sizer`` (an unmetered client reading the item afterwards), as stored.
+
+OpenSearch requests are counted too (:meth:`Meter.attach_opensearch`): each HTTP request an
+opensearch-py client's connections send, as ``opensearch:<METHOD> <endpoint>``.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import urlsplit
 
 READ_UNIT = 4096  # bytes per strongly consistent read unit
 WRITE_UNIT = 1024  # bytes per write unit
@@ -75,6 +79,18 @@ class Counts:
         return sum(n for op, n in self.requests.items() if op.startswith("dynamodb:")
                    and (not reads_only or op.split(":", 1)[1] in _READS))
 
+    def of(self, service: str) -> Counter[str]:
+        """This service's requests by operation (``service:`` left off)."""
+        return Counter({op.split(":", 1)[1]: n for op, n in self.requests.items()
+                        if op.split(":", 1)[0] == service})
+
+
+def opensearch_endpoint(url: str) -> str:
+    """What an OpenSearch request is, from its path: its first ``_`` segment (``_bulk``,
+    ``_alias``, ``_doc``...), else ``<index>`` (an index's own create, exists, delete)."""
+    parts = [p for p in urlsplit(url).path.split("/") if p]
+    return next((p for p in parts if p.startswith("_")), "<index>" if parts else "/")
+
 
 Sizer = Callable[[str, Mapping[str, Any]], int | None]  # (table, key) -> stored item size
 
@@ -107,6 +123,22 @@ class Meter:
 
         events.register("before-parameter-build.*.*", before)
         events.register("after-call.*.*", after)
+        return client
+
+    def attach_opensearch(self, client: Any) -> Any:
+        """Count every HTTP request of an opensearch-py client, per connection attempt (a
+        request the transport retries on another node counts twice), while ``active``."""
+        for connection in client.transport.connection_pool.connections:
+            inner = connection.perform_request
+
+            def perform(method: str, url: str, *args: Any, _inner: Any = inner,
+                        **kwargs: Any) -> Any:
+                if self.active:
+                    with self._lock:
+                        self.counts.requests[f"opensearch:{method} {opensearch_endpoint(url)}"] += 1
+                return _inner(method, url, *args, **kwargs)
+
+            connection.perform_request = perform
         return client
 
     def _count(self, service: str, op: str, params: dict[str, Any], parsed: dict[str, Any]) -> None:

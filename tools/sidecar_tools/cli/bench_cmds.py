@@ -245,9 +245,43 @@ def bench_freshness(
         raise typer.Exit(1)
 
 
+def bench_cost(
+    corpus: Annotated[Path | None, typer.Option(
+        help="NormalizedEmail JSON lines, plain or gzip (e.g. ../shared/corpora/"
+             "linux-mips.jsonl.gz); default: the shipped demo mailbox.")] = None,
+    messages: Annotated[int, typer.Option(min=1, help="The first N valid messages of the "
+                                                      "corpus.")] = 200,
+    rate: Annotated[float, typer.Option(help="Messages stored per second the monthly cost "
+                                             "is computed at.")] = 100.0,
+    shards: Annotated[int, typer.Option(min=2, help="Shard pages of the emulated multi-shard "
+                                                    "live path.")] = 8,
+    export_files: Annotated[int, typer.Option(min=1, help="Data files of the S3 export.")] = 4,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Scratch space (removed after the run).")] = Path(
+        ".sidecar/bench/cost"
+    ),
+) -> None:
+    """DynamoDB requests, read and write units, Streams, S3 and OpenSearch requests and syncs
+    per stored message on each path (live on one shard page, live over emulated shard pages,
+    re-delivery, export backfill, scan backfill) against the minimum M1, with the monthly cost
+    at --rate; the corpus stored into a fresh table of the run's own (docs/cost.md)."""
+    from sidecar_tools.bench.cost import CostOptions, run
+    from sidecar_tools.bench.cost_report import markdown
+
+    opts = CostOptions(corpus=corpus, messages=messages, shards=shards,
+                       export_files=export_files, workdir=workdir)
+    result = run(opts, get_settings(), lambda line: console.print(f"[dim]bench-cost:[/] {line}"))
+    result["rate"] = rate
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(markdown(result, rate))
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench-vectors")(bench_vectors)
     app.command()(bench)
     app.command("bench-encoders")(bench_encoders)
     app.command("bench-scale")(bench_scale)
     app.command("bench-freshness")(bench_freshness)
+    app.command("bench-cost")(bench_cost)
