@@ -20,6 +20,7 @@ from indexer.settings import Settings
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack
 from sidecar_tools.stack.qdrant_server import server_binary
+from tests.waiting import http_ok, wait_for
 
 pytestmark = [pytest.mark.slow, pytest.mark.skipif(server_binary() is None,
                                                    reason="no Qdrant server binary")]
@@ -56,7 +57,7 @@ def test_an_opensearch_node_lost_and_back(cluster: ClusterStack) -> None:
             assert index.mailbox_counts() == {"box@example.com": 300}
         except Exception:
             failures += 1
-        time.sleep(0.2)
+        time.sleep(0.2)  # pacing: searches over 8 s with the node down (not a wait)
     print(f"searches failed while os1 was down: {failures}")
     assert failures == 0
     assert index.apply(_docs(300, 400)) == {}  # writes go on with one copy per shard
@@ -79,5 +80,15 @@ def test_a_qdrant_node_lost_and_back(cluster: ClusterStack) -> None:
     cluster.kill("qd2")
     assert client.count(name, exact=True).count == 500
     cluster.start("qd2")
-    time.sleep(3)
+
+    def rejoined() -> bool:
+        """qd2 answers ready, and qd0 sees all 6 replicas (3 shards x 2) active."""
+        if not http_ok(f"http://127.0.0.1:{cluster.qd_port(2)}/readyz"):
+            return False
+        info = client.http.distributed_api.collection_cluster_info(name).result
+        assert info is not None
+        states = [s.state for s in [*info.local_shards, *info.remote_shards]]
+        return len(states) == 6 and all(s == models.ReplicaState.ACTIVE for s in states)
+
+    wait_for(rejoined, timeout=120, interval=0.5, message="qd2 did not rejoin with every replica")
     assert client.count(name, exact=True).count == 500
