@@ -12,8 +12,8 @@ from typing import Any
 
 READ_USD_PER_MILLION = 0.125  # read request units, on-demand, us-east-1 (AWS pricing page)
 WRITE_USD_PER_MILLION = 0.625  # write request units, on-demand, us-east-1 (AWS pricing page)
-PRICE_SOURCE = ("AWS DynamoDB on-demand pricing, us-east-1 "
-                "(https://aws.amazon.com/dynamodb/pricing/on-demand/, as issue 28 quotes it)")
+PRICE_SOURCE = ("AWS's DynamoDB on-demand pricing page, us-east-1, as issue 28 quotes it: "
+                "https://aws.amazon.com/dynamodb/pricing/on-demand/")
 SECONDS_PER_MONTH = 30 * 86_400
 DEFAULT_RATE = 100.0  # messages stored per second
 
@@ -94,10 +94,10 @@ def markdown(result: dict[str, Any], rate: float = DEFAULT_RATE) -> str:
         f"| | | | {m1_reads:,.0f} + {m1_writes:,.0f} = {m1_reads + m1_writes:,.0f} |",
         "",
         f"- Prices: ${READ_USD_PER_MILLION} per million read request units, "
-        f"${WRITE_USD_PER_MILLION} per million write request units ({PRICE_SOURCE}); "
+        f"${WRITE_USD_PER_MILLION} per million write request units ({PRICE_SOURCE}). "
         f"{rate:g} messages/s = {month / 1e6:,.1f} million messages a month (30 days). "
-        "A backfill is paid once: its row costs the same per message as the $/month column "
-        f"divided by {month / 1e6:,.1f} per million messages.",
+        "A backfill is paid once: a million messages backfilled cost its $/month "
+        f"÷ {month / 1e6:,.1f}.",
         "- Units from item sizes (moto's ConsumedCapacity is a placeholder): 4 KB per strong "
         "read unit per item (over the page for Query/Scan, half when eventually consistent), "
         "1 KB per write unit on the item as stored.",
