@@ -250,7 +250,7 @@ def bench_cost(
         help="NormalizedEmail JSON lines, plain or gzip (e.g. ../shared/corpora/"
              "linux-mips.jsonl.gz); default: the shipped demo mailbox.")] = None,
     messages: Annotated[int, typer.Option(min=1, help="The first N valid messages of the "
-                                                      "corpus.")] = 200,
+                                                      "corpus (all, when it has fewer).")] = 200,
     rate: Annotated[float, typer.Option(help="Messages stored per second the monthly cost "
                                              "is computed at.")] = 100.0,
     shards: Annotated[int, typer.Option(min=2, help="Shard pages of the emulated multi-shard "
