@@ -92,8 +92,10 @@ def _root(
     ctx.call_on_close(lambda: aws_audit.declare(previous))
 
 
-for module in (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds,
-               api_cmds):
+# The service's own commands; tooling registers its commands through PLUGIN_GROUP.
+SERVICE_MODULES = (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds,
+                   api_cmds)
+for module in SERVICE_MODULES:
     module.register(app)
 
 for plugin in entry_points(group=PLUGIN_GROUP):
