@@ -57,6 +57,14 @@ def configure(app: Celery, settings: Settings) -> None:
         # failed repair and answers the search.
         task_publish_retry=True,
         task_publish_retry_policy=PUBLISH_RETRY_POLICY,
+        # The result store's reads and writes wait out a lost connection (a worker storing a
+        # result, the tailer reading one) instead of failing at the first refusal: up to 30
+        # tries with jittered backoff capped at 5 s, about a minute — a Sentinel failover takes
+        # seconds, an ElastiCache one up to about a minute. Beyond that the task fails with no
+        # result stored: the tailer feeds its page again, or the lost-task check resends it.
+        result_backend_always_retry=True,
+        result_backend_max_retries=30,
+        result_backend_max_sleep_between_retries_ms=5000,
         broker_transport_options={
             # A task longer than this is redelivered while still running: batches are bounded.
             "visibility_timeout": settings.visibility_timeout_s,

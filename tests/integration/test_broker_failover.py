@@ -14,12 +14,15 @@ without indexing progress while messages were waiting is printed.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -111,11 +114,12 @@ def _not_on_the_shared_redis(settings: Settings) -> None:
 def test_the_pipeline_indexes_through_sentinel(
     settings: Settings, group: SentinelStack, tmp_path: Path
 ) -> None:
-    """(a) Real messages through Celery with broker and results on the Sentinel group."""
+    """(a) Real messages through Celery with broker and results on the Sentinel group:
+    ``sidecar ingest --wait`` and the workers as processes of their own, configured by the
+    environment like in production (this process's Celery app stays on the shared stack)."""
     from indexer.adapters import factories
     from indexer.adapters.dlq import remove_task_results
-    from indexer.pipeline.dispatch import ingestor
-    from indexer.sources.files import read_sources
+    from indexer.settings import to_env
     from sidecar_tools.writer.files import load_file
     from tests.pipeline_helpers import (
         export_stream,
@@ -132,25 +136,35 @@ def test_the_pipeline_indexes_through_sentinel(
     records = tmp_path / "stream.jsonl"
     export_stream(settings, records)
     table = table_messages(ddb, settings.table, MAILBOX)
+    env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
     started = time.monotonic()
     with workers(settings):
-        run = ingestor(settings)
-        run.feed_all(read_sources([str(records)]))
-        summary = run.wait(timeout_s=600)
+        done = subprocess.run(
+            [sys.executable, "-m", "indexer.cli.main", "ingest", str(records), "--wait",
+             "--timeout", "600", "--json"], env=env, capture_output=True, text=True,
+            timeout=900, check=False)
     took = time.monotonic() - started
-    print(f"\nsentinel: {summary.read} records, {summary.batches} batches in {took:.1f} s")
-    assert summary.dead_lettered == 0 and summary.resent == 0
-    assert summary.applied + summary.ignored == summary.read
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-5000:]
+    summary = json.loads(next(line for line in reversed(done.stdout.splitlines())
+                              if line.startswith("{")))
+    print(f"\nsentinel: {summary['read']} records, {summary['batches']} batches, "
+          f"{summary['embedded']} embedded in {took:.1f} s")
+    assert summary["dead_lettered"] == 0 and summary["resent"] == 0
+    assert summary["applied"] + summary["ignored"] == summary["read"]
     assert set(opensearch_docs(settings, MAILBOX)) == set(table)
     want = {k for k, m in table.items() if (m.get("forai") or "").strip()}
     assert {k for _, k in qdrant_points(settings, MAILBOX)} == want
     # everything went through the group's master (and was replicated), nothing to 6379
-    client = broker.redis_client(settings)
+    client = factories.redis_client(settings)
     assert int(client.info("replication")["connected_slaves"]) == 1
-    assert client.keys("celery-task-meta-*")
+    assert len(client.keys("celery-task-meta-*")) >= 2 * summary["batches"]
     _not_on_the_shared_redis(settings)
-    # purge's client is the same door: it finds the task results naming the mailbox
-    assert remove_task_results(factories.redis_client(settings), MAILBOX) > 0
+    # the gauges and purge read through the same client: the queues drained, the master
+    # answered; purge scans the results (none names a dead letter: nothing to remove)
+    gauges = {m.name: m.samples for m in broker.QueueCollector(settings).collect()}
+    assert gauges["sidecar_redis_up"][0].value == 1
+    assert {s.value for s in gauges["sidecar_queue_depth"]} == {0}
+    assert remove_task_results(client, MAILBOX) == 0
 
 
 @dataclass
@@ -161,16 +175,24 @@ class _Progress:
     samples: list[tuple[float, int, int]] = field(default_factory=list)  # (t, written, indexed)
     errors: list[BaseException] = field(default_factory=list)
 
-    def longest_gap(self) -> float:
-        """The longest time the indexed count stood still while messages were waiting."""
+    def longest_gap(self, start: float, end: float) -> float:
+        """The longest time in [start, end] the indexed count stood still while messages
+        were waiting (from the first message indexed on: the encoder's load is not a gap)."""
         gap, since, last = 0.0, None, -1
         for t, written, indexed in self.samples:
+            if t < start or t > end:
+                continue
             if indexed > last or indexed >= written:
-                since = t
+                since = t if indexed > 0 else None
             elif since is not None:
                 gap = max(gap, t - since)
             last = indexed
         return gap
+
+    def resumed(self, back: float) -> float:
+        """When the indexed count first grew after ``back`` (the broker answering again)."""
+        before = max((i for t, _, i in self.samples if t <= back), default=0)
+        return next(t for t, _, i in self.samples if t > back and i > before)
 
 
 def _indexed(settings: Settings) -> int:
@@ -213,6 +235,30 @@ def _monitor(settings: Settings, progress: _Progress, stop: threading.Event) -> 
         stop.wait(0.25)  # the sampling period of the progress curve (not a wait)
 
 
+@contextmanager
+def _workers(settings: Settings, log: Path) -> Iterator[None]:
+    """Real Celery workers (one per role, as ``tests.pipeline_helpers.workers``), their
+    output (INFO: each task received and done) in ``log``."""
+    from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
+
+    with log.open("ab") as out:
+        procs = spawn_workers(settings, ROLES, 1, loglevel="INFO", own_session=True, log=out)
+        try:
+            yield
+        finally:
+            stop_workers(procs)
+
+
+def _curve(progress: _Progress, since: float) -> str:
+    """The indexed count each time it changed, seconds from ``since``."""
+    points, last = [], -1
+    for t, _, indexed in progress.samples:
+        if indexed != last:
+            points.append(f"{t - since:+.1f}s:{indexed}")
+            last = indexed
+    return " ".join(points)
+
+
 def _lost_tasks_resent(log: Path) -> int:
     return log.read_text(errors="replace").count("was lost by the broker")
 
@@ -234,7 +280,6 @@ def _index_through_an_outage(
         qdrant_points,
         table_messages,
     )
-    from tests.pipeline_helpers import workers as run_workers
 
     ddb = prepare_tables(settings)
     log = tmp_path / "tail.log"
@@ -244,7 +289,7 @@ def _index_through_an_outage(
     tail: subprocess.Popen[bytes] | None = None
     total = sum(1 for _ in _corpus_messages())
     try:
-        with run_workers(settings):
+        with _workers(settings, tmp_path / "workers.log"):
             tail = _tail_process(settings, log)
             for thread in threads:
                 thread.start()
@@ -253,6 +298,7 @@ def _index_through_an_outage(
                      message=lambda: f"{progress.samples[-1:]} {progress.errors}\n"
                      + log.read_text(errors="replace")[-3000:])
             at = progress.samples[-1]
+            outage_start = time.monotonic()
             what = outage()
             outage_done = time.monotonic()
             print(f"\n{what} with {at[1]} written and {at[2]} indexed")
@@ -267,7 +313,8 @@ def _index_through_an_outage(
 
             wait_for(converged, timeout=400, interval=1.0,
                      message=lambda: log.read_text(errors="replace")[-4000:])
-            took = time.monotonic() - outage_done
+            converged_at = time.monotonic()
+            took = converged_at - outage_done
             stop.set()
             for thread in threads:
                 thread.join(timeout=60)
@@ -283,9 +330,16 @@ def _index_through_an_outage(
         if tail is not None and tail.poll() is None:
             os.killpg(tail.pid, signal.SIGKILL)
             tail.wait(timeout=10)
-    print(f"{total} messages in OpenSearch {took:.1f} s after the outage; longest indexing "
-          f"gap {progress.longest_gap():.1f} s; lost tasks sent again: "
+    resumed = progress.resumed(outage_done) - outage_start
+    before = progress.longest_gap(0.0, outage_start)
+    after = progress.longest_gap(outage_start, converged_at)
+    print(f"indexing resumed {resumed:.1f} s after the outage began; all {total} messages in "
+          f"OpenSearch {took:.1f} s after it ended; longest indexing gap {after:.1f} s "
+          f"(before the outage, same run: {before:.1f} s); lost tasks sent again: "
           f"{_lost_tasks_resent(log)}; tail stopped: {_stopped_line(log)['applied']}")
+    print(f"indexed over time from the outage: {_curve(progress, outage_start)}")
+    # indexing resumed within a minute: nothing waited for the visibility timeout (900 s)
+    assert resumed < 60, resumed
     table = table_messages(ddb, settings.table, MAILBOX)
     want = {k for k, m in table.items() if (m.get("forai") or "").strip()}
     assert {k for _, k in qdrant_points(settings, MAILBOX)} == want
@@ -306,8 +360,8 @@ def test_a_primary_killed_mid_indexing_loses_nothing(
 ) -> None:
     """(b) The primary SIGKILLed while the tailer indexes; the Sentinels promote the
     replica; the old primary, started again, rejoins as a replica."""
-    # Short visibility timeout: a task whose ack died with the old master comes back soon.
-    settings = _on(settings, group, visibility_timeout_s=15, batch_messages=8)
+    # The default visibility timeout (900 s): no task the tailer awaits may depend on it.
+    settings = _on(settings, group, batch_messages=8)
 
     def kill_the_primary() -> str:
         old = group.master_port()
@@ -336,8 +390,7 @@ def test_one_redis_restarted_mid_indexing_loses_nothing(
     server = PrivateRedis(tmp_path / "redis")
     server.dir.mkdir()
     server.start()
-    settings = settings.model_copy(
-        update={"redis_url": server.url, "visibility_timeout_s": 15, "batch_messages": 8})
+    settings = settings.model_copy(update={"redis_url": server.url, "batch_messages": 8})
 
     def restart() -> str:
         assert server.proc is not None
