@@ -36,6 +36,9 @@ class ClusterStack:
     classpath: list[Path]
     base: int = 29200
     heap: str = "512m"
+    # extra JVM flags of the OpenSearch nodes (e.g. ``-XX:TieredStopAtLevel=1``: C1 only, a
+    # faster start on a few busy cores, for tests that restart nodes)
+    jvm: tuple[str, ...] = ()
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
 
     def os_port(self, n: int) -> int:
@@ -74,6 +77,7 @@ class ClusterStack:
             managers = ",".join(f"os{i}" for i in range(NODES))
             argv = opensearch_node.command(self.classpath, self.state / name, self.os_port(n),
                                            CLUSTER_NAME, self.heap)
+            argv[1:1] = self.jvm
             argv += ["--node-name", name, "--setting", f"transport.port={self.base + 100 + n}",
                      "--setting", f"discovery.seed_hosts={seeds}",
                      "--setting", f"cluster.initial_cluster_manager_nodes={managers}"]
