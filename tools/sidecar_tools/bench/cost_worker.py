@@ -86,10 +86,9 @@ def instrumented(meter: Meter, worker: InProcessWorker) -> Iterator[None]:
     """While inside: every client ``indexer.adapters.aws.client`` builds is metered, and the
     backfills send their tasks to ``worker``. Restored on exit."""
     from indexer.adapters import aws
-    from indexer.pipeline.dispatch import ingestor as plain_ingestor
     from indexer.sources import backfill
 
-    plain_client = aws.client
+    plain_client, plain_ingestor = aws.client, vars(backfill)["ingestor"]
 
     def client(settings: Settings, service: str) -> Any:
         return meter.attach(plain_client(settings, service))
