@@ -14,11 +14,15 @@ without indexing progress while messages were waiting is printed.
 
 from __future__ import annotations
 
+import functools
+import gzip
+import itertools
 import json
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -30,7 +34,7 @@ from typing import Any
 import pytest
 import redis
 from celery import Celery
-from pydantic import ValidationError
+from pydantic import SecretStr, ValidationError
 
 from indexer.adapters import broker
 from indexer.pipeline.celery_app import configure
@@ -39,8 +43,19 @@ from sidecar_tools.stack.sentinel import SentinelStack, free_base
 from tests.conftest import CORPORA
 from tests.waiting import wait_for
 
-CORPUS = CORPORA / "notmuch-lkml.jsonl.gz"  # 176 real messages, 33 threads
+FULL_CORPUS = CORPORA / "notmuch-lkml.jsonl.gz"  # 176 real messages, 33 threads
+MESSAGES = 90  # its first 90: enough pages to span each outage, and CI-sized (the whole
+# corpus took 479 s for this file on a loaded machine)
 MAILBOX = "failover"
+
+
+@functools.cache
+def _corpus() -> Path:
+    """The first MESSAGES lines of the corpus, as a file the writer reads."""
+    out = Path(tempfile.mkdtemp(prefix="failover-")) / f"lkml-{MESSAGES}.jsonl"
+    with gzip.open(FULL_CORPUS, "rt", encoding="utf-8") as fh:
+        out.write_text("".join(itertools.islice(fh, MESSAGES)), encoding="utf-8")
+    return out
 
 
 # -- settings and configuration (no stack) ------------------------------------------------------
@@ -48,7 +63,8 @@ MAILBOX = "failover"
 
 def test_a_sentinel_url_is_taken_apart_and_given_to_celery_whole() -> None:
     settings = Settings(redis_url="sentinel://:p%40ss@h1:26380;sentinel://h2/2",
-                        redis_sentinel_master="mymaster", redis_sentinel_password="s3")
+                        redis_sentinel_master="mymaster",
+                        redis_sentinel_password=SecretStr("s3"))
     where = broker.sentinel_address(settings.redis_url)
     assert where.sentinels == (("h1", 26380), ("h2", 26379))
     assert (where.db, where.username, where.password) == (2, None, "p@ss")
@@ -132,7 +148,7 @@ def test_the_pipeline_indexes_through_sentinel(
 
     settings = _on(settings, group, batch_messages=16)
     ddb = prepare_tables(settings)
-    load_file(ddb, settings.table, CORPUS, MAILBOX)
+    load_file(ddb, settings.table, _corpus(), MAILBOX)
     records = tmp_path / "stream.jsonl"
     export_stream(settings, records)
     table = table_messages(ddb, settings.table, MAILBOX)
@@ -211,7 +227,7 @@ def _writer(ddb: Any, settings: Settings, progress: _Progress, stop: threading.E
     from sidecar_tools.writer.store import store_message
 
     try:
-        for _, email in read_emails(CORPUS):
+        for _, email in read_emails(_corpus()):
             if stop.is_set():
                 return
             if isinstance(email, Rejected):
@@ -350,7 +366,7 @@ def _index_through_an_outage(
 def _corpus_messages() -> Iterator[Any]:
     from sidecar_tools.writer.files import Rejected, read_emails
 
-    return (e for _, e in read_emails(CORPUS) if not isinstance(e, Rejected))
+    return (e for _, e in read_emails(_corpus()) if not isinstance(e, Rejected))
 
 
 @pytest.mark.stack
