@@ -23,7 +23,7 @@ SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
                     "opensearch_pass", "opensearch_verify", "opensearch_ca",
                     "opensearch_pool", "search_timeout")),
     ("Qdrant", ("qdrant_",)),
-    ("Pipeline", ("redis_url", "queue_prefix", "batch_messages", "max_retries", "retry_backoff",
+    ("Pipeline", ("redis_", "queue_prefix", "batch_messages", "max_retries", "retry_backoff",
                   "transient_retry", "visibility_timeout", "dlq_")),
     ("Encoder", ("embed_",)),
     ("Search API", ("api_", "env", "dev_mailboxes", "cursor_key", "expose_scores", "console")),
