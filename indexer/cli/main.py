@@ -1,9 +1,10 @@
 """The ``sidecar`` command: every subcommand honours the ``SIDECAR_*`` settings.
 
-The service's commands are registered here. Tooling installed beside it (the local stack,
-store writer, demo, bench, eval: ``mail-search-sidecar[local]``) registers its own commands
-through the ``mail_search_sidecar.commands`` entry point group, so the runtime never imports
-the tooling and a production install simply has fewer commands.
+The indexer's commands are registered here; the API's ``serve`` (``search_api.cli``) and the
+tooling installed beside it (the local stack, store writer, demo, bench, eval:
+``mail-search-sidecar[local]``) register theirs through the ``mail_search_sidecar.commands``
+entry point group, so the indexer never imports the API or the tooling, and a production
+install simply has fewer commands.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ import typer
 from indexer import logs
 from indexer.adapters import aws_audit
 from indexer.cli import (
-    api_cmds,
     backfill_cmds,
     init_cmds,
     ops_cmds,
@@ -92,9 +92,9 @@ def _root(
     ctx.call_on_close(lambda: aws_audit.declare(previous))
 
 
-# The service's own commands; tooling registers its commands through PLUGIN_GROUP.
-SERVICE_MODULES = (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds,
-                   api_cmds)
+# The indexer's own commands. Through PLUGIN_GROUP: `serve` (search_api.cli, the API sits
+# above the indexer) and the tooling's commands.
+SERVICE_MODULES = (init_cmds, pipeline_cmds, tail_cmds, backfill_cmds, ops_cmds, reindex_cmds)
 for module in SERVICE_MODULES:
     module.register(app)
 

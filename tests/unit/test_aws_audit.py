@@ -15,6 +15,7 @@ import typer
 from botocore.config import Config
 from typer.testing import CliRunner
 
+import search_api.cli
 from indexer.adapters import aws_audit
 from indexer.cli.main import ROLE_OF_COMMAND, SERVICE_MODULES, app
 from indexer.settings import get_settings
@@ -76,7 +77,7 @@ def test_every_service_command_declares_a_role() -> None:
     """A new service command must be given its IAM role (tooling, registered through the
     plugin group, has none)."""
     service = typer.Typer()
-    for module in SERVICE_MODULES:
+    for module in (*SERVICE_MODULES, search_api.cli):  # the API's serve: an entry point
         module.register(service)
     commands = set(typer.main.get_command(service).commands)  # type: ignore[attr-defined]
     assert commands == set(ROLE_OF_COMMAND)

@@ -1,4 +1,9 @@
-"""CLI: ``sidecar serve``."""
+"""CLI: ``sidecar serve`` — the API's composition root: the settings, the pipeline's
+read-repair queues and (embedded Qdrant) the vectors consumer wired into :mod:`.serve`.
+
+Registered on the ``sidecar`` command through the ``mail_search_sidecar.commands`` entry point
+group (``pyproject.toml``), like the tooling's commands, so the indexer's CLI never imports the
+API (it sits below it)."""
 
 from __future__ import annotations
 
