@@ -39,7 +39,7 @@ from typing import Any
 import httpx
 import pytest
 from opensearchpy.exceptions import OpenSearchException
-from qdrant_client.http.exceptions import ResponseHandlingException
+from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from indexer.adapters.dlq import dead_letters
 from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
@@ -72,6 +72,7 @@ BASELINE_S = 5.0  # searches before any outage, for comparison
 DELETES = 3  # messages already indexed, deleted during each outage
 WRITE_EVERY_S = 0.4  # the store writer's pace
 SEARCH_EVERY_S = 0.2  # a searching client's pause between an answer and its next request
+REDIS_DB = 11  # the stack's Redis, a database of this test's own (_own_redis_db)
 CLUSTER_BASES = (30200, 31200, 27200, 26200)  # away from test_cluster_stack.py's 29200
 
 
@@ -262,6 +263,14 @@ class Pipeline:
         return (self.logs / f"{name}.log").read_text(errors="replace")[-3000:]
 
 
+def _own_redis_db(url: str) -> str:
+    """The stack's Redis, database ``REDIS_DB``: kombu's ``unacked`` hash is one per database,
+    and this test's workers (visibility timeout 15 s) would otherwise restore other tests'
+    long-running tasks too."""
+    base, _, db = url.rpartition("/")
+    return f"{base}/{REDIS_DB}" if url.startswith("redis://") and db.isdigit() else url
+
+
 def _cluster_settings(cluster: ClusterStack, tmp: Path) -> Settings:
     entry = cluster.qd_port(0)
     return namespaced(
@@ -271,7 +280,8 @@ def _cluster_settings(cluster: ClusterStack, tmp: Path) -> Settings:
         qdrant_write_consistency_factor=1, batch_messages=8, embed_max_tokens=64,
         # a SIGKILLed worker's unacked task comes back within the test; retries of a batch an
         # engine refused are at most 8 s apart (defaults: 900 s and 120 s)
-        visibility_timeout_s=15, retry_backoff_max_s=8)
+        visibility_timeout_s=15, retry_backoff_max_s=8,
+        redis_url=_own_redis_db(Settings().redis_url))
 
 
 # --- what the engines hold ------------------------------------------------------------------
@@ -340,7 +350,7 @@ class Engines:
         answer)."""
         try:
             states = self.replica_states()
-        except ResponseHandlingException:
+        except (ResponseHandlingException, UnexpectedResponse):  # qd0 down or starting
             return False
         return bool(states) and all(len(s) == 6 and set(s) == {"Active"}
                                     for s in states.values())
