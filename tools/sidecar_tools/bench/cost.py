@@ -92,7 +92,7 @@ class CostOptions:
 
 
 def namespace(base: Settings, run_id: str, workdir: Path) -> Settings:
-    name = f"cost-{run_id}"
+    name = f"bench-cost-{run_id}"
     return base.model_copy(update={
         "table": name,
         "state_table": f"{name}-state",
@@ -332,7 +332,7 @@ def run(opts: CostOptions, base: Settings, say: Say) -> dict[str, Any]:
     corpus = opts.corpus or DEMO_CORPUS
     shared = _Run(opts, settings, say)
     s3 = aws.client(settings, "s3")
-    bucket = f"cost-{run_id}"
+    bucket = f"bench-cost-{run_id}"
     tables: list[str] = [settings.table]
     try:
         create(shared.raw, mail_table_spec(settings.table))  # as `sidecar init --mail-table`
