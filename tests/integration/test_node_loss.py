@@ -26,7 +26,6 @@ import json
 import os
 import random
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -81,18 +80,9 @@ def _free_base() -> int:
     for base in CLUSTER_BASES:
         ports = [base + n for n in range(3)] + [base + 100 + n for n in range(3)]
         ports += [base + 200 + 10 * n + k for n in range(3) for k in range(3)]
-        if all(_bindable(p) for p in ports):
+        if all(components.port_free(p) for p in ports):
             return base
     raise RuntimeError(f"no free port base among {CLUSTER_BASES}")
-
-
-def _bindable(port: int) -> bool:
-    with socket.socket() as sock:
-        try:
-            sock.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-    return True
 
 
 @pytest.fixture(scope="module")

@@ -66,6 +66,7 @@ from indexer.sources.scan import backfill_scan
 from indexer.sources.tail import PAGE_LIMIT
 from sidecar_tools.bench.cost_worker import InProcessWorker, instrumented
 from sidecar_tools.bench.meter import Meter, item_size, read_units, write_units
+from sidecar_tools.bench.namespaces import own_namespace
 from sidecar_tools.writer.files import Rejected, load_file, read_emails
 
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "demo_data" / "sample-mailbox.jsonl"
@@ -89,18 +90,6 @@ class CostOptions:
     page_size: int = 500  # backfill --scan: items per Scan page (its default)
     workdir: Path = Path(".sidecar/bench/cost")
     timeout_s: float = 1800.0
-
-
-def namespace(base: Settings, run_id: str, workdir: Path) -> Settings:
-    name = f"bench-cost-{run_id}"
-    return base.model_copy(update={
-        "table": name,
-        "state_table": f"{name}-state",
-        "opensearch_index": name,
-        "qdrant_collection": name,
-        "qdrant_path": (workdir / run_id / "qdrant").resolve(),
-        "queue_prefix": name,
-    })
 
 
 def for_path(settings: Settings, path: str) -> Settings:
@@ -328,7 +317,7 @@ def _backfill(run: _Run, path: str, settings: Settings,
 def run(opts: CostOptions, base: Settings, say: Say) -> dict[str, Any]:
     """Store the corpus, run every path, return the figures (see ``cost_report``)."""
     run_id = uuid.uuid4().hex[:8]
-    settings = namespace(base, run_id, opts.workdir)
+    settings = own_namespace(base, f"bench-cost-{run_id}", opts.workdir / run_id / "qdrant")
     corpus = opts.corpus or DEMO_CORPUS
     shared = _Run(opts, settings, say)
     s3 = aws.client(settings, "s3")

@@ -50,6 +50,7 @@ from typing import Any
 
 from indexer.settings import Settings, to_env
 from sidecar_tools.bench.freshness_probe import ENV as PROBE_ENV
+from sidecar_tools.bench.namespaces import own_namespace
 from sidecar_tools.bench.timing import percentile
 
 DEMO_CORPUS = Path(__file__).resolve().parents[1] / "demo_data" / "sample-mailbox.jsonl"
@@ -107,18 +108,6 @@ def _copied(email: dict[str, Any], copy: int) -> dict[str, Any]:
 
 
 # -- the processes ----------------------------------------------------------------------------
-
-def namespace(base: Settings, run_id: str, workdir: Path) -> Settings:
-    name = f"fresh-{run_id}"
-    return base.model_copy(update={
-        "table": name,
-        "state_table": f"{name}-state",
-        "opensearch_index": name,
-        "qdrant_collection": name,
-        "qdrant_path": (workdir / run_id / "qdrant").resolve(),
-        "queue_prefix": name,
-    })
-
 
 def _probe_argv(argv: list[str]) -> list[str]:
     """``python -m celery ...`` / ``python -m indexer.cli.main ...`` under the probe."""
@@ -491,7 +480,7 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
 
     logging.getLogger("opensearch").setLevel(logging.ERROR)  # the alias's 404s before it exists
     run_id = uuid.uuid4().hex[:8]
-    settings = namespace(base, run_id, opts.workdir)
+    settings = own_namespace(base, f"fresh-{run_id}", opts.workdir / run_id / "qdrant")
     out = (opts.workdir / run_id).resolve()
     out.mkdir(parents=True, exist_ok=True)
     events, log = out / "events.jsonl", out / "processes.log"

@@ -69,6 +69,16 @@ class Spec:
         return self.host in LOCAL_HOSTS
 
 
+def port_free(port: int) -> bool:
+    """Whether a server could listen on this loopback port now (nothing bound to it)."""
+    with socket.socket() as sock:
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
 def _port_open(host: str, port: int) -> bool:
     """A TCP connect: the cheapest "is anything listening" check before a protocol probe."""
     try:

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import os
 import signal
-import socket
 import subprocess
 import time
 from collections.abc import Callable
@@ -28,7 +27,7 @@ from typing import Any
 
 import redis
 
-from sidecar_tools.stack.components import _redis_binary
+from sidecar_tools.stack.components import _redis_binary, port_free
 
 MASTER = "sidecar"
 REDIS_NODES = ("r0", "r1")
@@ -202,16 +201,7 @@ def _wait(ready: Callable[[], object], timeout_s: float, what: str) -> None:
 def free_base(low: int = 29600, high: int = 32000, step: int = 20) -> int:
     """The first base from ``low`` whose five ports are free on loopback (two test runs at
     once, or a group left by a killed run, do not clash)."""
-
-    def free(port: int) -> bool:
-        with socket.socket() as sock:
-            try:
-                sock.bind(("127.0.0.1", port))
-            except OSError:
-                return False
-            return True
-
     for base in range(low, high, step):
-        if all(free(p) for p in (base, base + 1, base + 10, base + 11, base + 12)):
+        if all(port_free(p) for p in (base, base + 1, base + 10, base + 11, base + 12)):
             return base
     raise RuntimeError(f"no free ports for a Sentinel group in {low}-{high}")
