@@ -98,6 +98,17 @@ class Plan:
         return {message}
 
 
+def message_of(record: StreamRecord) -> MessageRef | None:
+    """The message whose indexing a record triggers, or None (thread summaries, references).
+
+    Raises :class:`~indexer.core.errors.RecordError` for an item of unknown shape.
+    """
+    ref = classify(record.pk, record.sk)
+    if ref.message_key is None or ref.kind is ItemKind.REFERENCE:
+        return None
+    return MessageRef(ref.mailbox_id, ref.message_key)
+
+
 def plan_records(records: Iterable[StreamRecord]) -> Plan:
     """A plan for records known to be well-formed."""
     plan = Plan()

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from indexer.core.errors import RecordError
-from indexer.core.plan import MessageRef, Plan
+from indexer.core.plan import MessageRef, Plan, message_of
 from indexer.core.records import RawRecord, decode_record
 from indexer.core.task_payload import TaskPayload
 from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ, TASKS_RESENT
@@ -101,6 +101,19 @@ def _result(
             pending = between()
 
 
+def _message_order(item: RawRecord) -> tuple[int, str, str]:
+    """Sort key grouping a sweep's records by message; records naming none (and undecodable
+    ones, dead-lettered when fed) keep their place after them."""
+    if item.error is None:
+        try:
+            message = message_of(decode_record(item.raw))
+        except RecordError:
+            message = None
+        if message is not None:
+            return 0, message.mailbox_id, message.message_key
+    return 1, "", ""
+
+
 class Ingestor:
     """Accumulates records into batches of at most ``batch_messages`` messages."""
 
@@ -123,24 +136,47 @@ class Ingestor:
         self.summary = IngestSummary()
 
     def feed(self, item: RawRecord) -> None:
+        """Fold one record into the open batch.
+
+        The batch is sent when a record names a message beyond the batch's
+        ``batch_messages``, not as soon as it holds that many: a message's later records
+        (Body, participants) then join the batch its first record opened, so a batch
+        boundary never syncs one message twice.
+        """
         self.summary.read += 1
         RECORDS_READ.inc()
         try:
             if item.error is not None:
                 raise item.error
-            touched = self._plan.add(decode_record(item.raw))
+            record = decode_record(item.raw)
+            message = message_of(record)
         except RecordError as exc:
             self.summary.decode_failed += 1
             self.summary.dead_lettered += 1
             RECORDS_DEAD_LETTERED.inc()
             self._dead_letter(item, exc.reason)
             return
+        if (message is not None and message not in self._plan.fulltext
+                and len(self._plan.fulltext) >= self._limit):
+            self.flush()
+        touched = self._plan.add(record)
         if not touched:
             self.summary.ignored += 1
         for ref in touched:
             self._batch.records[ref] += 1
-        if len(self._plan.fulltext) >= self._limit:
-            self.flush()
+
+    def feed_together(self, items: Iterable[RawRecord]) -> None:
+        """Feed records that arrive together (one sweep of a stream's shards) grouped by the
+        message they name, then send the last batch.
+
+        Why: a message's items sit under several partition keys, so its records reach several
+        shards; fed shard after shard, they would fall into different batches and the message
+        would be synced (and its PEOPLE item written) once per batch. The order within one
+        message is kept, and records are triggers, so the order across messages is free.
+        """
+        for item in sorted(items, key=_message_order):
+            self.feed(item)
+        self.flush()
 
     def feed_all(
         self, items: Iterable[RawRecord], progress: Callable[[int], None] | None = None

@@ -4,6 +4,9 @@ Why it is shaped this way:
 - A shard's checkpoint advances only after the page's tasks are applied in both indexes
   (design invariant 3); a crash re-reads at most one page per shard, which is harmless because
   records are only triggers. One page at a time per shard keeps that simple.
+- The pages of one sweep over the shards are applied as one set, grouped by message: a
+  message's items sit under several partition keys and reach several shards, and applied
+  shard by shard it was synced once per shard (issue 28).
 - DynamoDB orders records per item only *within a shard lineage*: a child shard is read only
   once its parent is done, and shards are re-listed every second or so, so a split is followed
   promptly.
@@ -43,8 +46,7 @@ StartAt = Literal["trim_horizon", "latest"]
 class Sink(Protocol):
     """What a page is fed into: :class:`indexer.pipeline.ingest.Ingestor`."""
 
-    def feed(self, item: RawRecord) -> None: ...
-    def flush(self) -> None: ...
+    def feed_together(self, items: list[RawRecord]) -> None: ...
     def wait(self, timeout_s: float = ...) -> Any: ...
 
 
@@ -147,7 +149,14 @@ class StreamTailer:
 
     # -- one step ---------------------------------------------------------------------------
     def poll_once(self) -> int:
-        """Re-list shards when due, then read and apply one page of every ready shard."""
+        """Re-list shards when due, read one page of every ready shard, and apply the pages
+        of this sweep together (one sink) before committing each shard's checkpoint.
+
+        Why together: a message's items sit under several partition keys, so its records
+        reach several shards; applied shard by shard, it was synced and its PEOPLE item
+        written once per shard (issue 28: 5 times over 8 shards). A failed sweep keeps every
+        page pending and retries them as they are.
+        """
         if not self._loaded:
             try:
                 self._saved = self._store.load()
@@ -159,13 +168,45 @@ class StreamTailer:
             self._loaded = True
         if self._opt.clock() >= self._next_discovery:
             self._discover(first=self._fresh)
-        applied = 0
-        for shard in list(self._shards.values()):
-            if self._ready(shard):
-                done = self._step(shard)
-                self.applied += done  # current after every page, not only after the sweep
-                applied += done
+        swept = [shard for shard in list(self._shards.values())
+                 if self._ready(shard) and self._take_page(shard)]
+        if not swept:
+            return 0
+        try:
+            applied = self._apply(swept)
+        except Exception as exc:  # every page stays pending: retried as is
+            for shard in swept:
+                self._on_error(shard, exc)
+            return 0
+        if self._lease is not None and not self._lease.held:
+            return 0  # the new holder re-reads from the checkpoints
+        for shard in swept:
+            self._finish(shard)
+        self.applied += applied
         return applied
+
+    def _take_page(self, shard: _Shard) -> bool:
+        """Read the shard's next page unless one is pending; False when reading failed."""
+        try:
+            if shard.pending is None:
+                shard.pending = self._read(shard)
+        except Exception as exc:  # never die on one shard's trouble
+            self._on_error(shard, exc)
+            return False
+        return True
+
+    def _finish(self, shard: _Shard) -> None:
+        """Commit an applied page's checkpoint and move the shard on."""
+        page = shard.pending
+        assert page is not None
+        try:
+            self._commit(shard, page)
+        except Exception as exc:
+            self._on_error(shard, exc)
+            return
+        shard.pending, shard.attempt = None, 0
+        if not page.records and page.next_iterator:
+            shard.not_before = self._opt.clock() + self._opt.idle_s
 
     def _discover(self, *, first: bool) -> None:
         now = self._opt.clock()
@@ -205,22 +246,6 @@ class StreamTailer:
         parent = self._shards.get(shard.parent_id) if shard.parent_id else None
         return parent is None or parent.checkpoint.done
 
-    def _step(self, shard: _Shard) -> int:
-        try:
-            page = shard.pending or self._read(shard)
-            shard.pending = page
-            count = self._apply(shard.shard_id, page)
-            if self._lease is not None and not self._lease.held:
-                return 0  # the new holder re-reads from the checkpoint
-            self._commit(shard, page)
-        except Exception as exc:  # never die on one shard's trouble
-            self._on_error(shard, exc)
-            return 0
-        shard.pending, shard.attempt = None, 0
-        if not page.records and page.next_iterator:
-            shard.not_before = self._opt.clock() + self._opt.idle_s
-        return count
-
     def _read(self, shard: _Shard) -> _Page:
         if shard.iterator is None:
             shard.iterator = self._iterator(shard)
@@ -237,17 +262,21 @@ class StreamTailer:
         kind = "TRIM_HORIZON" if shard.trimmed else shard.start
         return self._streams.iterator(self._arn, sid, kind, None)
 
-    def _apply(self, shard_id: str, page: _Page) -> int:
-        """Feed the page to the pipeline and block until its tasks are applied."""
-        if not page.records:
+    def _apply(self, shards: list[_Shard]) -> int:
+        """Feed the sweep's pages to the pipeline as one set and block until its tasks are
+        applied."""
+        records = [
+            RawRecord(f"stream:{shard.shard_id}:{record['dynamodb']['SequenceNumber']}",
+                      portable(record))
+            for shard in shards if shard.pending is not None
+            for record in shard.pending.records
+        ]
+        if not records:
             return 0
         sink = self._sink_factory()
-        for record in page.records:
-            seq = record["dynamodb"]["SequenceNumber"]
-            sink.feed(RawRecord(f"stream:{shard_id}:{seq}", portable(record)))
-        sink.flush()
+        sink.feed_together(records)
         sink.wait(self._opt.apply_timeout_s)
-        return len(page.records)
+        return len(records)
 
     def _commit(self, shard: _Shard, page: _Page) -> None:
         last = page.records[-1]["dynamodb"]["SequenceNumber"] if page.records else None

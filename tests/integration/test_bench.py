@@ -1,15 +1,18 @@
 """Smoke run of ``sidecar bench`` at 200 messages: every stage runs on the real stack and its
-figures are consistent, so the harness cannot rot. (Ratios are not asserted: 200 messages on a
+figures are consistent, so the harness cannot rot; it compares the other encoder runtime too
+(``--compare-runtime``: one more worker start and 200-message pipeline, ~30 s on 2 cores). (Ratios are not asserted: 200 messages on a
 shared machine say nothing about targets; ``docs/benchmarks.md`` holds a full run.)"""
 
 from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from indexer.settings import Settings
+from sidecar_tools.bench import runtimes
 from sidecar_tools.bench.corpus import generated_emails, select
 from sidecar_tools.bench.report import markdown, plain, targets
 from sidecar_tools.bench.run import Options, run
@@ -48,6 +51,8 @@ def test_bench_smoke(settings: Settings, tmp_path: Path) -> None:
         clients=4,
         api_port=free_port(),
         workdir=Path(".sidecar/bench"),  # the loaded table is reused across runs
+        encoder_texts=60,  # a rate; two runtimes measure it
+        compare_runtime=runtimes.other(settings.embed_runtime),
     )
     lines: list[str] = []
     result = plain(run(opts, settings, lines.append))
@@ -76,6 +81,24 @@ def test_bench_smoke(settings: Settings, tmp_path: Path) -> None:
         "pipeline / naive peer",
     }
     assert "| pipeline, both indexes (msgs/s) |" in markdown(result)
+    _assert_runtimes(result, settings.embed_runtime)
+
+
+def _assert_runtimes(result: dict[str, Any], own: str) -> None:
+    """One row per runtime: this run's repeats its own figures, the other's were measured on
+    the same texts and a pipeline of its own (a fresh namespace: every text embedded again)."""
+    first, second = result["runtimes"]
+    assert (first["runtime"], second["runtime"]) == (own, runtimes.other(own))
+    assert first["encoder_texts_per_s"] == result["limits"]["encoder"]["per_s"]
+    assert first["pipeline_messages_per_s"] == result["pipeline"]["pipeline"]["messages_per_s"]
+    assert second["encoder_texts"] == first["encoder_texts"] == 60
+    assert second["embed_s"] > 0 and second["workers_warm_s"] > 0
+    table = markdown(result)
+    for row in (first, second):
+        assert row["encoder_texts_per_s"] > 0 and row["pipeline_messages_per_s"] > 0
+        ratio = row["pipeline_messages_per_s"] / row["encoder_texts_per_s"]
+        assert math.isclose(row["pipeline_per_encoder"], ratio, rel_tol=0.01, abs_tol=0.002), row
+        assert f"| {row['runtime']} | {row['dtype']} | {row['encoder_texts_per_s']:,.1f} " in table
 
 
 def test_bench_scale_smoke(settings: Settings) -> None:

@@ -120,11 +120,8 @@ class FakeSink:
         self._log = log
         self._owner = owner
 
-    def feed(self, item: Any) -> None:
-        self._fed.append(item.raw["dynamodb"]["SequenceNumber"])
-
-    def flush(self) -> None:
-        pass
+    def feed_together(self, items: list[Any]) -> None:
+        self._fed.extend(item.raw["dynamodb"]["SequenceNumber"] for item in items)
 
     def wait(self, timeout_s: float = 0) -> None:
         if self._owner.fail:
@@ -186,6 +183,26 @@ def test_parent_read_to_its_end_before_children_after_split() -> None:
     assert reads == [
         c for c in fake.calls if c[0] == "get_shard_iterator" and c[1]["ShardId"] == "A"
     ]
+
+
+def test_one_sweep_applies_the_pages_of_every_shard_as_one_set() -> None:
+    """A message's records reach several shards: a sweep's pages go to one sink (one set of
+    batches), and each shard's checkpoint moves only after that sink applied them."""
+    fake = FakeStreams()
+    for sid in ("A", "B", "C"):
+        fake.add_shard(sid)
+        fake.put(sid, 2)
+    store = FakeCheckpoints()
+    t, applied, sink = tailer(fake, store)
+    made: list[int] = []
+    factory = t._sink_factory
+    t._sink_factory = lambda: (made.append(1), factory())[1]
+    sink.fail = 1
+    assert t.poll_once() == 0 and applied == [] and store.saved == {}
+    assert t.poll_once() == 6  # the same pages, retried as they were
+    assert sorted(applied) == seqs(fake, "A", "B", "C") and len(made) == 2
+    assert {sid: c.sequence for sid, c in store.saved.items()} == {
+        sid: seqs(fake, sid)[-1] for sid in ("A", "B", "C")}
 
 
 def test_expired_iterator_is_reacquired_from_checkpoint() -> None:

@@ -8,12 +8,14 @@ records again), the worker's tasks in this process on metered clients
 (:mod:`sidecar_tools.bench.cost_worker`):
 
 - ``live``: the stream read by the product's :class:`~indexer.adapters.streams.StreamReader`,
-  every record fed as one shard page to the product's ``Ingestor`` (batches of
-  ``SIDECAR_BATCH_MESSAGES``), then the page's checkpoint saved, as the tailer does;
+  every record fed as one shard page to the product's ``Ingestor`` (``feed_together``, batches
+  of ``SIDECAR_BATCH_MESSAGES``), then the page's checkpoint saved, as the tailer does;
 - ``live_sharded``: the same records as the tailer would batch them over ``shards`` shard
   pages — an **emulation**: moto's stream has one shard, so the records are partitioned by a
-  hash of their partition key into ``shards`` pages, applied one page after the other (the
-  tailer steps its shards in turn), each with its own ``Ingestor`` and checkpoint;
+  hash of their partition key into ``shards`` pages, read in one sweep and applied together
+  as the tailer applies a sweep (one ``Ingestor``), then each shard's checkpoint saved. All
+  records fit one sweep here (a backlog); at a live trickle a message written while a sweep
+  is under way may straddle two sweeps and be synced twice;
 - ``redelivery``: the live page applied again, after the live path (a crash before the
   checkpoint, or a Lambda retry);
 - ``export``: ``backfill_export`` of a full export written to moto's S3 in AWS's layout;
@@ -167,19 +169,22 @@ def shard_pages(records: list[Item], shards: int) -> list[Page]:
     return [(f"emulated-{n}", page) for n, page in enumerate(pages) if page]
 
 
-def apply_page(worker: InProcessWorker, batch: int, checkpoints: ShardCheckpointStore,
-               page: Page) -> IngestSummary:
-    """What the tailer does with one page: feed, flush, wait, then save the checkpoint."""
-    shard_id, records = page
+def apply_sweep(worker: InProcessWorker, batch: int, checkpoints: ShardCheckpointStore,
+                pages: list[Page]) -> IngestSummary:
+    """What the tailer does with one sweep over its shards: the pages fed together to one
+    ``Ingestor`` (``feed_together``: grouped by message), waited for, then each shard's
+    checkpoint saved."""
     sink = worker.ingestor(batch)
-    for record in records:
-        sink.feed(RawRecord(f"stream:{shard_id}:{record['dynamodb']['SequenceNumber']}", record))
-    sink.flush()
+    sink.feed_together([
+        RawRecord(f"stream:{shard_id}:{record['dynamodb']['SequenceNumber']}", record)
+        for shard_id, records in pages for record in records
+    ])
     summary = sink.wait()
-    last = records[-1]["dynamodb"]
-    created = last.get("ApproximateCreationDateTime")
-    checkpoints.save(ShardCheckpoint(shard_id, str(last["SequenceNumber"]),
-                                     created=int(created) if created is not None else None))
+    for shard_id, records in pages:
+        last = records[-1]["dynamodb"]
+        created = last.get("ApproximateCreationDateTime")
+        checkpoints.save(ShardCheckpoint(shard_id, str(last["SequenceNumber"]),
+                                         created=int(created) if created is not None else None))
     return summary
 
 
@@ -289,10 +294,9 @@ def _live(run: _Run, arn: str, path: str, settings: Settings, pages_of: Callable
     checkpoints = ShardCheckpointStore(meter.attach(aws.client(settings, "dynamodb")),
                                        settings.resolved_state_table, arn)
     pages = pages_of(records)
-    for page in pages:
-        summary = apply_page(worker, settings.batch_messages, checkpoints, page)
-        if summary.dead_lettered:
-            raise RuntimeError(f"{path}: {summary.dead_lettered} dead-lettered")
+    summary = apply_sweep(worker, settings.batch_messages, checkpoints, pages)
+    if summary.dead_lettered:
+        raise RuntimeError(f"{path}: {summary.dead_lettered} dead-lettered")
     run.say(f"{path}: {len(records)} records in {len(pages)} page(s), "
             f"{sum(worker.tasks.values())} tasks")
     return _figures(meter, worker, time.perf_counter() - started, pages=len(pages),

@@ -103,8 +103,9 @@ def markdown(result: dict[str, Any], rate: float = DEFAULT_RATE) -> str:
         "1 KB per write unit on the item as stored.",
         f"- **The {opts['shards']}-shard row is an emulation**: moto's stream has one shard, "
         "so its records are partitioned by a hash of their partition key into "
-        f"{opts['shards']} pages, applied one after the other as the tailer steps its shards; "
-        "its Streams requests are the one real shard's read.",
+        f"{opts['shards']} pages, read in one sweep and applied together as the tailer "
+        "applies a sweep (all of them fit one sweep: a backlog); its Streams requests are "
+        "the one real shard's read.",
         "- The worker's tasks run in the bench's process (the product's Ingestor cuts the "
         "batches); not counted: Qdrant requests, the tailer's idle polling and lease "
         "renewals (per second, not per message), setup (tables, index templates).",

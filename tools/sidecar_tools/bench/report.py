@@ -118,8 +118,30 @@ def _fmt(x: Any) -> str:
     return f"{x:,.1f}" if isinstance(x, float) else str(x)
 
 
+def runtime_table(j: dict[str, Any]) -> list[str]:
+    """The encoder runtimes side by side (``--compare-runtime``; none without it): each one's
+    encoder limit, its pipeline and the ratio, all from this run."""
+    if not j.get("runtimes"):
+        return []
+    out = [
+        "",
+        "Encoder runtimes (same texts, same stream, same run):",
+        "",
+        "| runtime | dtype | encoder limit (texts/s) | pipeline (msgs/s) | pipeline / encoder "
+        "| pipeline s | embedding s |",
+        "|---|---|---:|---:|---:|---:|---:|",
+    ]
+    out += [
+        f"| {r['runtime']} | {r['dtype']} | {r['encoder_texts_per_s']:,.1f} "
+        f"| {r['pipeline_messages_per_s']:,.1f} | {_num(r['pipeline_per_encoder'])} "
+        f"| {r['pipeline_seconds']:.1f} | {r['embed_s']:.1f} |"
+        for r in j["runtimes"]
+    ]
+    return out
+
+
 def markdown(j: dict[str, Any]) -> str:
-    """The run as Markdown tables: stages, search, memory, targets."""
+    """The run as Markdown tables: stages, search, encoder runtimes, memory, targets."""
     p, lim, peers, s = j["pipeline"], j["limits"], j["peers"], j["search"]
     rows = [
         ("encoder limit (texts/s)", lim["encoder"]["per_s"], f"{lim['encoder']['items']} texts"),
@@ -176,6 +198,7 @@ def markdown(j: dict[str, Any]) -> str:
             f"| {name} | {lat['p50_ms']:.1f} | {lat['p95_ms']:.1f} | {lat['p99_ms']:.1f} "
             f"| {lat['rps']:.1f} | {lat['errors']} |"
         )
+    out += runtime_table(j)
     rss = p["worker_rss_mib"]
     out += [
         "",

@@ -3,6 +3,9 @@
 Order matters on a 2-core machine: each stage runs alone (nothing else of ours is busy), the
 full pipeline runs before the full-text-only path so the latter cannot warm OpenSearch for it,
 and the raw search calls run before the API because both want the embedded Qdrant store.
+With ``compare_runtime``, the other encoder runtime's limit runs right after this one's, then
+its pipeline: second, so on an OpenSearch the first pipeline already warmed (if anything, a
+bias in the other runtime's favour).
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
-from sidecar_tools.bench import dataset, limits, peers, pipeline, queries, search
+from sidecar_tools.bench import dataset, limits, peers, pipeline, queries, runtimes, search
 from sidecar_tools.bench.report import NOTMUCH_HINT
 
 
@@ -40,6 +43,7 @@ class Options:
     clients: int = 8
     api_port: int = 0  # 0: a free port
     workdir: Path = Path(".sidecar/bench")
+    compare_runtime: runtimes.Runtime | None = None  # also the encoder limit and pipeline on it
 
 
 Log = Any  # a callable(str) -> None for progress lines
@@ -90,14 +94,19 @@ def _pipeline_stages(
     return full, out
 
 
+def _encoder_texts(opts: Options, data: dataset.Dataset) -> list[str]:
+    """The distinct non-empty ``forai`` texts the encoder limit runs on (every runtime's)."""
+    texts = dict.fromkeys(m.forai for m in data.messages if m.forai and m.forai.strip())
+    return [t for t in texts if t][: opts.encoder_texts]
+
+
 def _limits(
     opts: Options, full: Settings, embedder: Embedder, data: dataset.Dataset, run_id: str,
     log: Log,
 ) -> dict[str, Any]:
-    texts = list(dict.fromkeys(m.forai for m in data.messages if (m.forai or "").strip()))
-    texts = texts[: opts.encoder_texts]
+    texts = _encoder_texts(opts, data)
     log(f"encoder limit: {len(texts)} distinct forai texts")
-    encoder = limits.encoder_limit(embedder, [t for t in texts if t], full.batch_messages)
+    encoder = limits.encoder_limit(embedder, texts, full.batch_messages)
     client = build_opensearch(full)
     docs = limits.written_documents(client, full.opensearch_index)
     log(f"bulk limit: {len(docs)} documents")
@@ -154,10 +163,33 @@ def _search(
     return {"raw": raw, "api": measured, "api_rss_mib": api_rss, "queries": work.__dict__}
 
 
+def _compare(
+    other: runtimes.Runtime,
+    opts: Options,
+    base: Settings,
+    embedder: Embedder,
+    data: dataset.Dataset,
+    result: dict[str, Any],
+    run_dir: Path,
+    run_id: str,
+    log: Log,
+) -> list[runtimes.RuntimeFigures]:
+    """This run's runtime (its figures as measured above) next to ``other``, measured now:
+    its encoder limit right after this runtime's (so the two see the same machine load), then
+    its own pipeline in a fresh namespace."""
+    log(f"--compare-runtime {other}: encoder limit, then the pipeline with its vectors worker")
+    own = runtimes.RuntimeFigures(
+        base.embed_runtime, embedder.dtype, result["limits"]["encoder"],
+        result["pipeline"]["pipeline"], result["pipeline"]["workers_warm_s"],
+    )
+    measured = runtimes.measure(other, base, data, _encoder_texts(opts, data), run_dir, run_id)
+    return [own, measured]
+
+
 def cleanup(base: Settings, run_id: str, run_dir: Path) -> None:
     """Drop everything this run created except the reusable table and stream."""
     client, ddb = build_opensearch(base), aws.client(base, "dynamodb")
-    for tag in ("full", "ft", "naive", "bulk"):
+    for tag in ("full", "ft", "naive", "bulk", runtimes.TAG):
         limits.drop_index(client, f"bench-{run_id}-{tag}")
         with contextlib.suppress(ClientError):  # never created for this tag
             ddb.delete_table(TableName=f"bench-{run_id}-{tag}-state")
@@ -189,6 +221,10 @@ def run(opts: Options, base: Settings, log: Log) -> dict[str, Any]:
     try:
         full, result["pipeline"] = _pipeline_stages(opts, base, data, run_dir, run_id, log)
         result["limits"] = _limits(opts, full, embedder, data, run_id, log)
+        if opts.compare_runtime is not None:
+            result["runtimes"] = _compare(
+                opts.compare_runtime, opts, base, embedder, data, result, run_dir, run_id, log
+            )
         result["peers"] = _peers(opts, base, embedder, data, run_dir, run_id, log)
         result["search"] = _search(opts, full, embedder, data, run_dir, log)
     finally:

@@ -37,12 +37,21 @@ def bench(
     workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
         ".sidecar/bench"
     ),
+    compare_runtime: Annotated[str | None, typer.Option(
+        help="Also measure the encoder limit and the pipeline with this encoder runtime (onnx "
+             "or torch, not SIDECAR_EMBED_RUNTIME's), in the same run, side by side.")] = None,
 ) -> None:
     """Measure encoder and bulk limits, the pipeline, re-delivery, peers, search and memory;
     print one table (Markdown) and the target ratios. Loads its table once per corpus and N."""
+    from sidecar_tools.bench import runtimes
     from sidecar_tools.bench.report import markdown, plain
     from sidecar_tools.bench.run import Options, run
 
+    settings = get_settings()
+    try:
+        other = None if compare_runtime is None else runtimes.check(compare_runtime, settings)
+    except ValueError as exc:
+        raise typer.BadParameter(str(exc), param_hint="--compare-runtime") from exc
     opts = Options(
         corpus=corpus,
         messages=messages,
@@ -51,8 +60,9 @@ def bench(
         search_seconds=search_seconds,
         raw_seconds=raw_seconds,
         workdir=workdir,
+        compare_runtime=other,
     )
-    result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
+    result = plain(run(opts, settings, lambda line: console.print(f"[dim]bench:[/] {line}")))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
         json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
