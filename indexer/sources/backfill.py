@@ -26,8 +26,6 @@ from __future__ import annotations
 
 import base64
 import hashlib
-import logging
-import time
 from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -39,11 +37,9 @@ from rich.progress import Progress, TaskID
 from indexer.adapters import aws, factories
 from indexer.adapters.objects import s3_bytes, s3_keys
 from indexer.adapters.state import MarkStore
-from indexer.core.errors import TransientError
 from indexer.core.export_window import ExportError
-from indexer.core.plan import ParticipantRef
 from indexer.core.records import RawRecord
-from indexer.core.replay import ReplayFilter, participant_ref
+from indexer.core.replay import ReplayFilter
 from indexer.pipeline.dispatch import ingestor
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.settings import Settings
@@ -54,10 +50,9 @@ from indexer.sources.exports import (
     parse_summary,
     summary_keys,
 )
+from indexer.sources.people_pass import PeoplePass
 
-PEOPLE_MARK = "people#"  # SK prefix: a data file's participant pass is done
-PEOPLE_ATTEMPTS = 5
-log = logging.getLogger(__name__)
+PEOPLE_MARK = "people#"  # SK prefix: a data file's (or segment's) participant pass is done
 _COUNTED = ("read", "applied", "dead_lettered", "ignored", "batches", "embedded")
 
 
@@ -164,34 +159,6 @@ def export_checkpoint_pk(uri: str) -> str:
     return "BACKFILL#" + hashlib.sha256(uri.rstrip("/").encode()).hexdigest()
 
 
-def _sync_people(settings: Settings, rows: list[RawRecord]) -> set[ParticipantRef]:
-    """First pass over one file: sync its participant rows into the participant store, in
-    batches, in this process. Returns the refs it could not sync (the second pass then sends
-    their rows the ordinary way, with retries and dead-lettering)."""
-    refs = sorted({ref for row in rows if row.error is None
-                   if (ref := participant_ref(row.raw)) is not None})
-    store, failed = factories.store(settings), set()
-    for start in range(0, len(refs), settings.batch_messages):
-        chunk = refs[start : start + settings.batch_messages]
-        if not _sync_chunk(store, chunk):
-            failed |= set(chunk)
-    return failed
-
-
-def _sync_chunk(store: Any, chunk: list[ParticipantRef]) -> bool:
-    for attempt in range(PEOPLE_ATTEMPTS):
-        try:
-            store.sync_participants(chunk)
-            return True
-        except TransientError as exc:
-            log.warning("participant pass: %s (attempt %d)", exc, attempt + 1)
-            time.sleep(min(30.0, 0.5 * 2**attempt))
-        except Exception as exc:
-            log.warning("participant pass: %s; left to the message pass", exc)
-            return False
-    return False
-
-
 def backfill_export(
     settings: Settings,
     uri: str,
@@ -217,13 +184,16 @@ def backfill_export(
     summary = BackfillSummary(units=len(files), skipped=len(files) - len(todo))
     people_todo = [(f, inc) for f, inc in todo if PEOPLE_MARK + f.key not in state]
     people_task = progress_task(progress, "participants", len(people_todo))
-    replay = ReplayFilter()
+    people = PeoplePass(factories.store(settings), settings.batch_messages)
     for data_file, rows in _read_files(s3, bucket, people_todo, parallel):
-        failed = _sync_people(settings, rows)
-        replay.unsynced |= failed
-        if not failed:
-            marks.put(PEOPLE_MARK + data_file.key, {"done": {"BOOL": True}})
+
+        def people_done(key: str = PEOPLE_MARK + data_file.key) -> None:
+            marks.put(key, {"done": {"BOOL": True}})
+
+        people.add(rows, people_done)
         advance(progress, people_task, 1)
+    people.flush()
+    replay = ReplayFilter(unsynced=people.unsynced)
     file_task = progress_task(progress, "files", len(todo))
     item_task = progress_task(progress, "items", sum(f.item_count for f, _ in todo))
     window = Window(2 * parallel, timeout_s, summary)
