@@ -16,7 +16,13 @@ from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
 from indexer.settings import Settings, get_settings
-from indexer.sources.tail import ShardPositions, StartAt, StreamTailer, TailOptions
+from indexer.sources.tail import (
+    PAGE_LIMIT,
+    ShardPositions,
+    StartAt,
+    StreamTailer,
+    TailOptions,
+)
 
 log = logging.getLogger("indexer.tail")
 
@@ -106,7 +112,8 @@ def build_tailer(
         lambda: Ingestor(send, dead_letter, settings.batch_messages, lost=lost),
         lease=Lease(ddb, state, settings.table + (f"#{reader}" if reader else ""),
                     duration_s=lease_s),
-        options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage),
+        options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage,
+                            in_flight=PAGE_LIMIT // settings.batch_messages + 1),
     )
 
 

@@ -38,6 +38,9 @@ class _Skipped:
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
         return {}
 
+    def ready(self) -> bool:
+        return True
+
 
 def only_stage(send: Send, stage: str) -> Send:
     """A ``send`` that enqueues only ``stage``'s tasks (a per-stage stream reader)."""

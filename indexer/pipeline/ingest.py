@@ -32,6 +32,7 @@ from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ
 
 class Pending(Protocol):
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any: ...
+    def ready(self) -> bool: ...
 
 
 Send = Callable[[str, dict[str, Any]], Pending]
@@ -67,12 +68,15 @@ class _Task:
     payload: dict[str, Any]
     pending: Pending
     missing: bool = False  # not found by the last look for lost tasks
+    answered: bool = False
+    result: Any = None
 
 
 @dataclass
 class _Batch:
     records: Counter[MessageRef] = field(default_factory=Counter)
     results: list[_Task] = field(default_factory=list)
+    counted: bool = False
 
 
 POLL_S = 5.0
@@ -237,23 +241,42 @@ class Ingestor:
         self.summary.embed_s += float(result.get("embed_s", 0.0))
 
     def wait(self, timeout_s: float = 3600.0) -> IngestSummary:
-        """Block until every batch is applied (or dead-lettered) in both indexes."""
+        """Block until every batch is applied (or dead-lettered) in both indexes; a second
+        call waits only for what the first did not see answered."""
         deadline = time.monotonic() + timeout_s
-        tasks = [task for batch in self._sent for task in batch.results]
-        done = 0
+        tasks = [task for batch in self._sent for task in batch.results if not task.answered]
+        for done, task in enumerate(tasks, start=1):
+            task.result = self._answer(task, deadline, tasks[done:])
+            task.answered = True
         for batch in self._sent:
-            failed: set[MessageRef] = set()
-            for task in batch.results:
-                done += 1
-                result = self._answer(task, deadline, tasks[done:])
-                failed |= {MessageRef.from_json(r) for r in result.get("dead_lettered", [])}
-                self.summary.embedded += int(result.get("embedded", 0))
-                self._add_times(result)
-            dead = sum(n for ref, n in batch.records.items() if ref in failed)
-            applied = sum(batch.records.values()) - dead
-            self.summary.dead_lettered += dead
-            self.summary.applied += applied
-            RECORDS_DEAD_LETTERED.inc(dead)
-            RECORDS_APPLIED.inc(applied)
+            if not batch.counted and all(task.answered for task in batch.results):
+                self._count(batch)
         self.summary.waited = True
         return self.summary
+
+    def batches(self) -> int:
+        """Batches sent so far (each one task per stage it needs)."""
+        return len(self._sent)
+
+    def done(self) -> bool:
+        """Whether every task has answered, without waiting (the broker's result store); a
+        task still unanswered is looked for among the lost ones, as :meth:`wait` does."""
+        open_tasks = [task for batch in self._sent for task in batch.results
+                      if not (task.answered or task.pending.ready())]
+        if open_tasks:
+            self._resend_lost(open_tasks)
+        return not open_tasks
+
+    def _count(self, batch: _Batch) -> None:
+        failed: set[MessageRef] = set()
+        for task in batch.results:
+            failed |= {MessageRef.from_json(r) for r in task.result.get("dead_lettered", [])}
+            self.summary.embedded += int(task.result.get("embedded", 0))
+            self._add_times(task.result)
+        dead = sum(n for ref, n in batch.records.items() if ref in failed)
+        applied = sum(batch.records.values()) - dead
+        self.summary.dead_lettered += dead
+        self.summary.applied += applied
+        RECORDS_DEAD_LETTERED.inc(dead)
+        RECORDS_APPLIED.inc(applied)
+        batch.counted = True

@@ -23,6 +23,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
@@ -44,10 +45,12 @@ StartAt = Literal["trim_horizon", "latest"]
 
 
 class Sink(Protocol):
-    """What a page is fed into: :class:`indexer.pipeline.ingest.Ingestor`."""
+    """What a sweep is fed into: :class:`indexer.pipeline.ingest.Ingestor`."""
 
     def feed_together(self, items: list[RawRecord]) -> None: ...
     def wait(self, timeout_s: float = ...) -> Any: ...
+    def done(self) -> bool: ...
+    def batches(self) -> int: ...
 
 
 class ShardPositions(Protocol):
@@ -79,6 +82,19 @@ class Gap:
 class _Page:
     records: list[dict[str, Any]]
     next_iterator: str | None
+    count: int = -1  # records read; -1: len(records) (a page in flight keeps only its last)
+
+    def size(self) -> int:
+        return len(self.records) if self.count < 0 else self.count
+
+
+@dataclass(slots=True)
+class _Sweep:
+    """Pages applied together and in flight until their last tasks (vectors) answer; the
+    sink is None for a sweep of empty pages (nothing to wait for, only positions)."""
+
+    sink: Sink | None
+    pages: list[tuple[_Shard, _Page]]
 
 
 @dataclass(slots=True)
@@ -89,6 +105,8 @@ class _Shard:
     start: str = "TRIM_HORIZON"  # used only without a checkpoint
     iterator: str | None = None
     pending: _Page | None = None  # read but not yet applied: retried as is, never re-read
+    position: str | None = None  # last sequence read (ahead of the checkpoint while in flight)
+    read_all: bool = False  # its last page is in flight: nothing more to read
     attempt: int = 0
     not_before: float = 0.0
     trimmed: bool = False  # the checkpointed position expired: go on from the oldest record
@@ -111,6 +129,11 @@ class TailOptions:
     backoff_cap_s: float = 30.0
     renew_every_s: float = 3.0
     reader: str = "all"  # which stage(s) this reader applies: labels its lag metric
+    # Batches sent and not yet answered while the next sweeps are read (design invariant 5:
+    # full text never waits behind embedding); past it, the tailer waits for the oldest sweep,
+    # so the queues hold about one page of batches (a larger sweep is sent whole). 0: each
+    # sweep applied before the next is read. ``sidecar tail`` sets one page's worth.
+    in_flight: int = PAGE_LIMIT // 64 + 1
     clock: Callable[[], float] = field(default=time.monotonic)
 
 
@@ -146,16 +169,22 @@ class StreamTailer:
         self._next_discovery = 0.0
         self._discovery_attempt = 0
         self._generation = self._lease.generation if self._lease else 0
+        self._flight: deque[_Sweep] = deque()
 
     # -- one step ---------------------------------------------------------------------------
     def poll_once(self) -> int:
-        """Re-list shards when due, read one page of every ready shard, and apply the pages
-        of this sweep together (one sink) before committing each shard's checkpoint.
+        """Re-list shards when due, read one page of every ready shard, send the sweep's
+        pages together (one sink), and commit, oldest first, the sweeps whose tasks have all
+        answered. Returns the records read in this step.
 
         Why together: a message's items sit under several partition keys, so its records
         reach several shards; applied shard by shard, it was synced and its PEOPLE item
-        written once per shard (issue 28: 5 times over 8 shards). A failed sweep keeps every
-        page pending and retries them as they are.
+        written once per shard (issue 28: 5 times over 8 shards). Why without waiting: the
+        next sweep is read while this one's tasks run (at most ``in_flight`` batches), so new
+        mail's full text never waits behind an earlier sweep's embedding (it waited 87 % of
+        its latency, docs/benchmarks.md); a shard's checkpoint still moves only once both
+        indexes applied its page. A sweep that cannot be sent keeps every page pending and
+        retries them as they are.
         """
         if not self._loaded:
             try:
@@ -170,20 +199,23 @@ class StreamTailer:
             self._discover(first=self._fresh)
         swept = [shard for shard in list(self._shards.values())
                  if self._ready(shard) and self._take_page(shard)]
-        if not swept:
-            return 0
-        try:
-            applied = self._apply(swept)
-        except Exception as exc:  # every page stays pending: retried as is
-            for shard in swept:
-                self._on_error(shard, exc)
-            return 0
-        if self._lease is not None and not self._lease.held:
-            return 0  # the new holder re-reads from the checkpoints
-        for shard in swept:
-            self._finish(shard)
-        self.applied += applied
-        return applied
+        read = 0
+        if swept:
+            try:
+                sink = self._apply(swept)
+            except Exception as exc:  # every page stays pending: retried as is
+                for shard in swept:
+                    self._on_error(shard, exc)
+                return 0
+            read = sum(len(shard.pending.records) for shard in swept if shard.pending)
+            pages = [self._move_on(shard) for shard in swept]
+            if read or any(page.next_iterator is None for _, page in pages):
+                self._flight.append(_Sweep(sink, pages))
+            elif not self._flight:  # empty pages of open shards: no position to commit
+                for shard, page in pages:
+                    self._observe_lag(shard.shard_id, page)
+        self._settle(self._opt.in_flight)
+        return read
 
     def _take_page(self, shard: _Shard) -> bool:
         """Read the shard's next page unless one is pending; False when reading failed."""
@@ -195,18 +227,45 @@ class StreamTailer:
             return False
         return True
 
-    def _finish(self, shard: _Shard) -> None:
-        """Commit an applied page's checkpoint and move the shard on."""
+    def _move_on(self, shard: _Shard) -> tuple[_Shard, _Page]:
+        """The shard's page is sent: read on from its end while its sweep is in flight."""
         page = shard.pending
         assert page is not None
-        try:
-            self._commit(shard, page)
-        except Exception as exc:
-            self._on_error(shard, exc)
-            return
         shard.pending, shard.attempt = None, 0
-        if not page.records and page.next_iterator:
+        shard.iterator = page.next_iterator
+        shard.read_all = page.next_iterator is None
+        if page.records:
+            shard.position = page.records[-1]["dynamodb"]["SequenceNumber"]
+        elif page.next_iterator:
             shard.not_before = self._opt.clock() + self._opt.idle_s
+        return shard, _Page(page.records[-1:], page.next_iterator, len(page.records))
+
+    def _settle(self, limit: int) -> None:
+        """Commit, oldest first, every sweep whose tasks have all answered, waiting for the
+        oldest while more than ``limit`` batches are in flight. A sweep that fails now (a vectors
+        task's error, the broker lost) sends the tailer back to its checkpoints: the sweeps
+        after it were read on from positions not yet committed."""
+        while self._flight:
+            sweep = self._flight[0]
+            batches = sum(s.sink.batches() for s in self._flight if s.sink is not None)
+            if batches <= limit and sweep.sink is not None and not sweep.sink.done():
+                return
+            try:
+                if sweep.sink is not None:
+                    sweep.sink.wait(self._opt.apply_timeout_s)
+                if self._lease is not None and not self._lease.held:
+                    self._reset()  # the new holder re-reads from the checkpoints
+                    return
+                for shard, page in sweep.pages:
+                    self._commit(shard, page)
+            except Exception as exc:
+                log.warning("a sweep in flight failed (%s); re-reading from the checkpoints",
+                            exc)
+                self._reset()
+                self._next_discovery = self._opt.clock() + self._backoff(1)
+                return
+            self._flight.popleft()
+            self.applied += sum(page.size() for _, page in sweep.pages)
 
     def _discover(self, *, first: bool) -> None:
         now = self._opt.clock()
@@ -241,7 +300,7 @@ class StreamTailer:
         return shard
 
     def _ready(self, shard: _Shard) -> bool:
-        if shard.checkpoint.done or shard.not_before > self._opt.clock():
+        if shard.checkpoint.done or shard.read_all or shard.not_before > self._opt.clock():
             return False
         parent = self._shards.get(shard.parent_id) if shard.parent_id else None
         return parent is None or parent.checkpoint.done
@@ -256,15 +315,15 @@ class StreamTailer:
 
     def _iterator(self, shard: _Shard) -> str | None:
         sid = shard.shard_id
-        if shard.checkpoint.sequence and not shard.trimmed:
-            return self._streams.iterator(
-                self._arn, sid, "AFTER_SEQUENCE_NUMBER", shard.checkpoint.sequence)
+        position = shard.position or shard.checkpoint.sequence
+        if position and not shard.trimmed:
+            return self._streams.iterator(self._arn, sid, "AFTER_SEQUENCE_NUMBER", position)
         kind = "TRIM_HORIZON" if shard.trimmed else shard.start
         return self._streams.iterator(self._arn, sid, kind, None)
 
-    def _apply(self, shards: list[_Shard]) -> int:
-        """Feed the sweep's pages to the pipeline as one set and block until its tasks are
-        applied."""
+    def _apply(self, shards: list[_Shard]) -> Sink | None:
+        """Send the sweep's pages to the pipeline as one set; its sink (None when the pages
+        held no record) is waited for later, in :meth:`_settle`."""
         records = [
             RawRecord(f"stream:{shard.shard_id}:{record['dynamodb']['SequenceNumber']}",
                       portable(record))
@@ -272,11 +331,10 @@ class StreamTailer:
             for record in shard.pending.records
         ]
         if not records:
-            return 0
+            return None
         sink = self._sink_factory()
         sink.feed_together(records)
-        sink.wait(self._opt.apply_timeout_s)
-        return len(records)
+        return sink
 
     def _commit(self, shard: _Shard, page: _Page) -> None:
         last = page.records[-1]["dynamodb"]["SequenceNumber"] if page.records else None
@@ -296,7 +354,6 @@ class StreamTailer:
             shard.checkpoint = self._saved[shard.shard_id] = new
         if last is not None:
             shard.trimmed = False
-        shard.iterator = page.next_iterator
         self._observe_lag(shard.shard_id, page)
 
     def _observe_lag(self, shard_id: str, page: _Page) -> None:
@@ -371,6 +428,8 @@ class StreamTailer:
                     continue
                 if not self.poll_once():
                     stop.wait(self._opt.idle_s / 2)
+            if release and self._loaded:
+                self._settle(0)  # a clean stop commits what is in flight
         finally:
             finished.set()
             if beat is not None:

@@ -110,10 +110,13 @@ class FakeCheckpoints:
 
 
 class FakeSink:
-    """Records the sequence numbers it applied; ``fail`` makes the next wait() raise."""
+    """Records the sequence numbers it applied; ``fail`` makes the next wait() raise;
+    ``running`` keeps its vectors tasks unanswered (``done()`` is False)."""
 
     applied: list[str]
+    sent: list[str]
     fail = 0
+    running = False
 
     def __init__(self, log: list[str], owner: type[FakeSink]) -> None:
         self._fed: list[str] = []
@@ -122,6 +125,7 @@ class FakeSink:
 
     def feed_together(self, items: list[Any]) -> None:
         self._fed.extend(item.raw["dynamodb"]["SequenceNumber"] for item in items)
+        self._owner.sent.extend(self._fed)
 
     def wait(self, timeout_s: float = 0) -> None:
         if self._owner.fail:
@@ -129,12 +133,18 @@ class FakeSink:
             raise TimeoutError("workers slow")
         self._log.extend(self._fed)
 
+    def done(self) -> bool:
+        return not self._owner.running
+
+    def batches(self) -> int:
+        return 1
+
 
 def tailer(
     fake: FakeStreams, store: FakeCheckpoints | None = None, **opts: Any
 ) -> tuple[StreamTailer, list[str], type[FakeSink]]:
     applied: list[str] = []
-    sink_type = type("Sink", (FakeSink,), {"fail": 0})
+    sink_type = type("Sink", (FakeSink,), {"fail": 0, "sent": [], "running": False})
     options = TailOptions(discover_every_s=0, idle_s=0, backoff_base_s=0, **opts)
     t = StreamTailer(
         fake,
@@ -187,7 +197,8 @@ def test_parent_read_to_its_end_before_children_after_split() -> None:
 
 def test_one_sweep_applies_the_pages_of_every_shard_as_one_set() -> None:
     """A message's records reach several shards: a sweep's pages go to one sink (one set of
-    batches), and each shard's checkpoint moves only after that sink applied them."""
+    batches), and each shard's checkpoint moves only after that sink applied them; a sweep
+    that fails is read again from the checkpoints."""
     fake = FakeStreams()
     for sid in ("A", "B", "C"):
         fake.add_shard(sid)
@@ -196,13 +207,58 @@ def test_one_sweep_applies_the_pages_of_every_shard_as_one_set() -> None:
     t, applied, sink = tailer(fake, store)
     made: list[int] = []
     factory = t._sink_factory
-    t._sink_factory = lambda: (made.append(1), factory())[1]
+
+    def counted() -> Any:
+        made.append(1)
+        return factory()
+
+    t._sink_factory = counted
     sink.fail = 1
-    assert t.poll_once() == 0 and applied == [] and store.saved == {}
-    assert t.poll_once() == 6  # the same pages, retried as they were
+    assert t.poll_once() == 6  # sent as one set; waiting for it fails: back to the checkpoints
+    assert applied == [] and store.saved == {}
+    drain(t, 3)
     assert sorted(applied) == seqs(fake, "A", "B", "C") and len(made) == 2
     assert {sid: c.sequence for sid, c in store.saved.items()} == {
         sid: seqs(fake, sid)[-1] for sid in ("A", "B", "C")}
+
+
+def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() -> None:
+    """Full text never waits behind embedding: a sweep whose tasks still run stays in flight
+    while the next sweeps are read and sent; its checkpoint moves once it has answered, oldest
+    first, and past ``in_flight`` sweeps the oldest is waited for."""
+    fake = FakeStreams()
+    fake.add_shard("A")
+    fake.put("A", 2)
+    store = FakeCheckpoints()
+    t, applied, sink = tailer(fake, store, in_flight=2)
+    sink.running = True
+    t.poll_once()
+    fake.put("A", 2)
+    t.poll_once()
+    assert sink.sent == seqs(fake, "A") and applied == [] and store.saved == {}
+    fake.put("A", 2)
+    t.poll_once()  # three in flight: the oldest is waited for and committed
+    assert applied == seqs(fake, "A")[:2] and store.saved["A"].sequence == seqs(fake, "A")[1]
+    sink.running = False
+    t.poll_once()
+    assert applied == seqs(fake, "A") and store.saved["A"].sequence == seqs(fake, "A")[-1]
+    assert t.applied == 6
+
+
+def test_a_sweep_failing_in_flight_sends_the_tailer_back_to_its_checkpoints() -> None:
+    fake = FakeStreams()
+    fake.add_shard("A")
+    fake.put("A", 2)
+    store = FakeCheckpoints()
+    t, applied, sink = tailer(fake, store, in_flight=4)
+    sink.running = True
+    t.poll_once()
+    fake.put("A", 2)
+    t.poll_once()
+    sink.running, sink.fail = False, 1  # the oldest sweep's vectors task fails
+    drain(t, 6)
+    assert applied == seqs(fake, "A")  # re-read from the start: nothing lost
+    assert store.saved["A"].sequence == seqs(fake, "A")[-1]
 
 
 def test_expired_iterator_is_reacquired_from_checkpoint() -> None:

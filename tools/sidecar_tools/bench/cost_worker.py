@@ -44,6 +44,9 @@ class Done:
     def get(self, timeout: float | None = None, propagate: bool = True) -> Any:
         return self.result
 
+    def ready(self) -> bool:
+        return True
+
 
 @dataclass
 class InProcessWorker:

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from sidecar_tools.bench.cost_report import markdown as cost_markdown
+
 # The raw calls whose p50s add up to what the API must at least spend, per mode.
 ENGINE_CALLS = {
     "fulltext": ("opensearch_search", "batch_get_page"),
@@ -141,7 +143,8 @@ def runtime_table(j: dict[str, Any]) -> list[str]:
 
 
 def markdown(j: dict[str, Any]) -> str:
-    """The run as Markdown tables: stages, search, encoder runtimes, memory, targets."""
+    """The run as Markdown tables: stages, search, encoder runtimes, memory, targets, and
+    the bill per message per indexing path."""
     p, lim, peers, s = j["pipeline"], j["limits"], j["peers"], j["search"]
     rows = [
         ("encoder limit (texts/s)", lim["encoder"]["per_s"], f"{lim['encoder']['items']} texts"),
@@ -211,4 +214,7 @@ def markdown(j: dict[str, Any]) -> str:
     for t in targets(j):
         met = "n/a" if t.met is None else ("yes" if t.met else "**no**")
         out.append(f"| {t.name} | {_num(t.measured)} | {t.needed} | {met} |")
+    if j.get("cost"):
+        out += ["", "The bill per stored message, per indexing path (docs/cost.md):", "",
+                cost_markdown(j["cost"])]
     return "\n".join(out)

@@ -28,7 +28,17 @@ from indexer.adapters.embedder import Embedder, build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
-from sidecar_tools.bench import dataset, limits, peers, pipeline, queries, runtimes, search
+from sidecar_tools.bench import (
+    cost,
+    dataset,
+    limits,
+    peers,
+    pipeline,
+    queries,
+    runtimes,
+    search,
+)
+from sidecar_tools.bench.cost import CostOptions
 from sidecar_tools.bench.report import NOTMUCH_HINT
 
 
@@ -44,6 +54,7 @@ class Options:
     api_port: int = 0  # 0: a free port
     workdir: Path = Path(".sidecar/bench")
     compare_runtime: runtimes.Runtime | None = None  # also the encoder limit and pipeline on it
+    cost_messages: int = 200  # the bill per message per path (bench-cost) on as many; 0: skip
 
 
 Log = Any  # a callable(str) -> None for progress lines
@@ -186,6 +197,17 @@ def _compare(
     return [own, measured]
 
 
+def _cost(opts: Options, base: Settings, corpus: Path | None, log: Log) -> dict[str, Any]:
+    """The bill per message of every indexing path (``sidecar bench-cost``'s stage, on the
+    corpus's first ``cost_messages`` messages — the shipped demo mailbox's without the shared
+    corpus — in a table of its own): DynamoDB, Streams, S3
+    and OpenSearch requests and units against M1, priced in the report."""
+    messages = min(opts.cost_messages, opts.messages)
+    log(f"cost: the bill per message of each indexing path, {messages} messages")
+    return cost.run(CostOptions(corpus=corpus, messages=messages,
+                                workdir=opts.workdir / "cost"), base, log)
+
+
 def cleanup(base: Settings, run_id: str, run_dir: Path) -> None:
     """Drop everything this run created except the reusable table and stream."""
     client, ddb = build_opensearch(base), aws.client(base, "dynamodb")
@@ -227,6 +249,8 @@ def run(opts: Options, base: Settings, log: Log) -> dict[str, Any]:
             )
         result["peers"] = _peers(opts, base, embedder, data, run_dir, run_id, log)
         result["search"] = _search(opts, full, embedder, data, run_dir, log)
+        if opts.cost_messages:
+            result["cost"] = _cost(opts, base, path, log)
     finally:
         cleanup(base, run_id, run_dir)
     result["total_s"] = time.perf_counter() - started

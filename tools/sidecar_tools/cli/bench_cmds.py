@@ -40,9 +40,13 @@ def bench(
     compare_runtime: Annotated[str | None, typer.Option(
         help="Also measure the encoder limit and the pipeline with this encoder runtime (onnx "
              "or torch, not SIDECAR_EMBED_RUNTIME's), in the same run, side by side.")] = None,
+    cost_messages: Annotated[int, typer.Option(
+        min=0, help="Messages the bill per indexing path is measured on (as bench-cost); "
+                    "0 skips it.")] = 200,
 ) -> None:
-    """Measure encoder and bulk limits, the pipeline, re-delivery, peers, search and memory;
-    print one table (Markdown) and the target ratios. Loads its table once per corpus and N."""
+    """Measure encoder and bulk limits, the pipeline, re-delivery, peers, search, memory and
+    the bill per message of each indexing path; print one table (Markdown) and the target
+    ratios. Loads its table once per corpus and N."""
     from sidecar_tools.bench import runtimes
     from sidecar_tools.bench.report import markdown, plain
     from sidecar_tools.bench.run import Options, run
@@ -61,6 +65,7 @@ def bench(
         raw_seconds=raw_seconds,
         workdir=workdir,
         compare_runtime=other,
+        cost_messages=cost_messages,
     )
     result = plain(run(opts, settings, lambda line: console.print(f"[dim]bench:[/] {line}")))
     if json_out is not None:

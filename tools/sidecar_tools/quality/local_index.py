@@ -47,6 +47,9 @@ class Pending:
         # and the Ingestor's polling expects Celery's own timeout type, not ours.
         return _result(self.future.result())
 
+    def ready(self) -> bool:
+        return self.future.done()
+
 
 def local_send(settings: Settings, lanes: dict[str, ThreadPoolExecutor]) -> Any:
     """A ``Send`` that runs the full-text or vectors sync in this process, one lane (thread)
