@@ -222,19 +222,26 @@ def test_one_sweep_applies_the_pages_of_every_shard_as_one_set() -> None:
         sid: seqs(fake, sid)[-1] for sid in ("A", "B", "C")}
 
 
-def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() -> None:
-    """Full text never waits behind embedding: a sweep whose tasks still run stays in flight
-    while the next sweeps are read and sent; its checkpoint moves once it has answered, oldest
-    first, and past ``in_flight`` sweeps the oldest is waited for."""
+def _two_sweeps_in_flight(in_flight: int) -> tuple[
+        FakeStreams, FakeCheckpoints, tuple[StreamTailer, list[str], type[FakeSink]]]:
+    """One shard, two sweeps of two records sent, their tasks still running."""
     fake = FakeStreams()
     fake.add_shard("A")
     fake.put("A", 2)
     store = FakeCheckpoints()
-    t, applied, sink = tailer(fake, store, in_flight=2)
-    sink.running = True
-    t.poll_once()
+    made = tailer(fake, store, in_flight=in_flight)
+    made[2].running = True
+    made[0].poll_once()
     fake.put("A", 2)
-    t.poll_once()
+    made[0].poll_once()
+    return fake, store, made
+
+
+def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() -> None:
+    """Full text never waits behind embedding: a sweep whose tasks still run stays in flight
+    while the next sweeps are read and sent; its checkpoint moves once it has answered, oldest
+    first, and past ``in_flight`` sweeps the oldest is waited for."""
+    fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=2)
     assert sink.sent == seqs(fake, "A") and applied == [] and store.saved == {}
     fake.put("A", 2)
     t.poll_once()  # three in flight: the oldest is waited for and committed
@@ -246,15 +253,7 @@ def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() 
 
 
 def test_a_sweep_failing_in_flight_sends_the_tailer_back_to_its_checkpoints() -> None:
-    fake = FakeStreams()
-    fake.add_shard("A")
-    fake.put("A", 2)
-    store = FakeCheckpoints()
-    t, applied, sink = tailer(fake, store, in_flight=4)
-    sink.running = True
-    t.poll_once()
-    fake.put("A", 2)
-    t.poll_once()
+    fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=4)
     sink.running, sink.fail = False, 1  # the oldest sweep's vectors task fails
     drain(t, 6)
     assert applied == seqs(fake, "A")  # re-read from the start: nothing lost
