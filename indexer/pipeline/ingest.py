@@ -83,7 +83,7 @@ POLL_S = 5.0
 LOST_CHECK_S = 30.0
 
 
-def _result(
+def answer_of(
     pending: Pending, deadline: float, between: Callable[[], Pending] | None = None
 ) -> Any:
     """A task's result, asked for in slices of ``POLL_S`` until ``deadline``.
@@ -213,7 +213,7 @@ class Ingestor:
             self._resend_lost([task, *later])
             return task.pending
 
-        return _result(task.pending, deadline, between)
+        return answer_of(task.pending, deadline, between)
 
     def _resend_lost(self, tasks: list[_Task]) -> None:
         """Look for the unanswered tasks at most every ``lost_check_s``; send again the ones

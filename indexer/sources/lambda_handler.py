@@ -40,7 +40,7 @@ from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record
 from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send
-from indexer.pipeline.ingest import Pending, _result
+from indexer.pipeline.ingest import Pending, answer_of
 from indexer.pipeline.sync import Outcome, sync_fulltext
 from indexer.settings import Settings, get_settings
 
@@ -211,7 +211,7 @@ def _await_vectors(
 ) -> None:
     """A vectors task's messages are done once it finished (its poison it dead-letters)."""
     try:
-        _result(pending, deadline)
+        answer_of(pending, deadline)
     except Exception as exc:
         log.warning("vectors of %d message(s) not applied in time (%s)", len(refs), exc)
         batch.failed.update(refs)
