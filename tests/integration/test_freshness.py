@@ -16,15 +16,13 @@ from pathlib import Path
 import pytest
 
 from indexer.settings import Settings
-from sidecar_tools.bench.freshness import (
-    FreshnessOptions,
+from sidecar_tools.bench.freshness import FreshnessOptions, emails, run
+from sidecar_tools.bench.freshness_report import (
     Task,
     Written,
     breakdown,
-    emails,
     markdown,
     met_targets,
-    run,
 )
 from tests.conftest import CORPORA
 
