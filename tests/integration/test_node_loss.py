@@ -51,7 +51,7 @@ from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from sidecar_tools.stack import components, opensearch_node
-from sidecar_tools.stack.cluster import ClusterStack
+from sidecar_tools.stack.cluster import ClusterStack, free_base
 from sidecar_tools.stack.qdrant_server import server_binary
 from sidecar_tools.writer.mapping import sha256_hex, to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
@@ -75,21 +75,12 @@ REDIS_DB = 11  # the stack's Redis, a database of this test's own (_own_redis_db
 CLUSTER_BASES = (30200, 31200, 27200, 26200)  # away from test_cluster_stack.py's 29200
 
 
-def _free_base() -> int:
-    """A port base none of whose 15 cluster ports is taken (other tests run beside this)."""
-    for base in CLUSTER_BASES:
-        ports = [base + n for n in range(3)] + [base + 100 + n for n in range(3)]
-        ports += [base + 200 + 10 * n + k for n in range(3) for k in range(3)]
-        if all(components.port_free(p) for p in ports):
-            return base
-    raise RuntimeError(f"no free port base among {CLUSTER_BASES}")
-
-
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
     """The cluster stack, owned by this module: down (every node SIGKILLed) at its end."""
     classpath = opensearch_node.prepare(components.opensearch_cache_dir(Settings()))
-    stack = ClusterStack(Path(tmp_path_factory.mktemp("cluster")), classpath, base=_free_base(),
+    stack = ClusterStack(Path(tmp_path_factory.mktemp("cluster")), classpath,
+                         base=free_base(CLUSTER_BASES),
                          jvm=("-XX:TieredStopAtLevel=1",))  # C1 only: nodes restart faster
     try:
         stack.up(180)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from sidecar_tools.cli import (
+    bench_cluster_cmd,
     bench_cmds,
     demo_cmds,
     eval_cmds,
@@ -17,6 +18,6 @@ from sidecar_tools.cli import (
 
 def register(app: typer.Typer) -> None:
     """Register every tooling command on ``app``."""
-    for module in (stack_cmds, writer_cmds, import_cmds, demo_cmds, bench_cmds, eval_cmds,
-                   onnx_cmds):
+    for module in (stack_cmds, writer_cmds, import_cmds, demo_cmds, bench_cmds, bench_cluster_cmd,
+                   eval_cmds, onnx_cmds):
         module.register(app)

@@ -47,10 +47,23 @@ def _all_up(rows: list[manager.ComponentStatus]) -> bool:
     return all(row.state == "up" for row in rows)
 
 
-def _up() -> None:
+_CLUSTER = typer.Option(False, "--cluster", help="The cluster stack instead: 3 OpenSearch + 3 "
+                       "Qdrant nodes on loopback (tests, benchmarks); the single-node stack is "
+                       "not touched.")
+
+
+def _up(cluster: bool = _CLUSTER) -> None:
     """Start whatever is missing (concurrently), wait until everything answers."""
     console = Console()
     began = time.monotonic()
+    if cluster:
+        from sidecar_tools.stack import cluster_service
+
+        stack = cluster_service.up(get_settings())
+        console.print(f"cluster up (3 OpenSearch + 3 Qdrant nodes, port base {stack.base}) in "
+                      f"{time.monotonic() - began:.1f}s; `sidecar stack env --cluster` prints "
+                      "its settings")
+        return
     try:
         rows = manager.up(get_settings())
     except manager.StackError as exc:
@@ -67,8 +80,14 @@ def _up() -> None:
         raise typer.Exit(1)
 
 
-def _down() -> None:
+def _down(cluster: bool = _CLUSTER) -> None:
     """Stop only what ``stack up`` started; safe to run twice."""
+    if cluster:
+        from sidecar_tools.stack import cluster_service
+
+        gone = cluster_service.down(get_settings())
+        Console().print(f"stopped: {', '.join(gone)}" if gone else "no cluster to stop")
+        return
     stopped = manager.down(get_settings())
     Console().print(f"stopped: {', '.join(stopped)}" if stopped else "nothing to stop")
 
@@ -87,9 +106,19 @@ def _status(
         raise typer.Exit(1)
 
 
-def _env() -> None:
+def _env(cluster: bool = _CLUSTER) -> None:
     """Print ``export SIDECAR_...`` lines; use as ``eval "$(sidecar stack env)"``."""
     settings = get_settings()
+    if cluster:
+        from sidecar_tools.stack import cluster_service
+
+        stack = cluster_service.running(settings)
+        if stack is None:
+            sys.stderr.write("no cluster running (`sidecar stack up --cluster`)\n")
+            raise typer.Exit(1)
+        for line in cluster_service.env_lines(stack):
+            sys.stdout.write(line + "\n")
+        return
     for line in manager.env_lines(settings):
         sys.stdout.write(line + "\n")
     if not _all_up(manager.status(settings)):

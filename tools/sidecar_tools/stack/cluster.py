@@ -17,11 +17,12 @@ import signal
 import subprocess
 import time
 import urllib.request
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from sidecar_tools.stack import opensearch_node
+from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.qdrant_server import server_binary
 
 NODES = 3
@@ -131,6 +132,21 @@ class ClusterStack:
     def down(self) -> None:
         for name in list(self.procs):
             self.kill(name)
+
+
+def ports(base: int) -> list[int]:
+    """The 15 loopback ports of a cluster stack on ``base`` (the layout of the docstring)."""
+    found = [base + n for n in range(NODES)] + [base + 100 + n for n in range(NODES)]
+    return found + [base + 200 + 10 * n + k for n in range(NODES) for k in range(3)]
+
+
+def free_base(bases: Sequence[int]) -> int:
+    """The first of ``bases`` none of whose ports is taken: tests and benchmarks each start a
+    cluster stack of their own, possibly beside one another."""
+    for base in bases:
+        if all(components.port_free(p) for p in ports(base)):
+            return base
+    raise RuntimeError(f"no free cluster port base among {tuple(bases)}")
 
 
 def _ok(url: str) -> bool:
