@@ -19,7 +19,13 @@ from indexer.adapters.tables import INIT_HINT, MAIL_HINT, Needed, require
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import RecordError
 from indexer.core.items import ItemKind, classify, message_pk, message_sk, thread_pk
-from indexer.core.plan import BODY_WANTED, KNOWN_KEYS, MessageRef, ParticipantRef
+from indexer.core.plan import (
+    BODY_WANTED,
+    KNOWN_KEYS,
+    MAIL_READ_CONSISTENT,
+    MessageRef,
+    ParticipantRef,
+)
 
 
 class DynamoStore:
@@ -49,8 +55,12 @@ class DynamoStore:
     ) -> dict[MessageRef, MessageState]:
         """Each message's current Message, Body (and participants), or ``message=None``; the
         Body is not read (``body=None``) while :data:`~indexer.core.plan.BODY_WANTED` is off,
-        META not for the messages of :data:`~indexer.core.plan.KNOWN_KEYS` (a verify read)."""
+        META not for the messages of :data:`~indexer.core.plan.KNOWN_KEYS` (a verify read),
+        and the mail items eventually consistent while
+        :data:`~indexer.core.plan.MAIL_READ_CONSISTENT` is off (a replay's first read; the
+        participant store is always read strongly: a backfill's first pass just wrote it)."""
         body_sk = ("BODY",) if BODY_WANTED.get() else ()
+        consistent = MAIL_READ_CONSISTENT.get()
         known = KNOWN_KEYS.get() or {}
         located: dict[MessageRef, Key] = {
             r: (thread_pk(r.mailbox_id, known[r][0]), message_sk(known[r][1], r.message_key))
@@ -59,7 +69,8 @@ class DynamoStore:
         first = self.get_items(
             [(message_pk(r.mailbox_id, r.message_key), sk) for r in refs
              for sk in (*body_sk, *(() if r in located else ("META",)))]
-            + list(located.values())
+            + list(located.values()),
+            consistent=consistent,
         )
         message_keys: dict[MessageRef, Key] = {}
         for ref in refs:
@@ -70,7 +81,7 @@ class DynamoStore:
                     thread_pk(ref.mailbox_id, thread_key),
                     message_sk(ts, ref.message_key),
                 )
-        messages = self.get_items(message_keys.values())
+        messages = self.get_items(message_keys.values(), consistent=consistent)
         found = {ref: messages.get(key) for ref, key in message_keys.items()}
         found.update({ref: first[key] for ref, key in located.items() if key in first})
         lost = [ref for ref in located if ref not in found]

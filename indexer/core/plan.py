@@ -34,6 +34,13 @@ BODY_WANTED: ContextVar[bool] = ContextVar("body_wanted", default=True)
 # again under another key).
 KNOWN_KEYS: ContextVar[Mapping[MessageRef, tuple[str, int]] | None] = ContextVar(
     "known_keys", default=None)
+# Off for a replay's first read of the mail table's items (Message, Body, META): eventually
+# consistent, half the read units. Safe because every write of a sink is followed by a
+# strongly consistent verify read that repeats the round if the table differs
+# (``indexer.pipeline.sync``); worth it for a backfill, whose items were mostly written long
+# before, so the eventual read is almost never stale. The live path keeps it on: its records
+# follow their writes by a moment, when a stale read would cost a second round.
+MAIL_READ_CONSISTENT: ContextVar[bool] = ContextVar("mail_read_consistent", default=True)
 
 
 @dataclass(frozen=True, slots=True, order=True)

@@ -24,18 +24,26 @@ class TaskPayload:
 
     messages: tuple[MessageRef, ...]
     participants: tuple[ParticipantRef, ...] = ()
+    # A backfill's batch (an export's or a Scan's rows, mostly of items written long before):
+    # the worker's first read of the mail items may be eventually consistent (half the read
+    # units; the strong verify read keeps the guarantee: indexer.core.plan).
+    replay: bool = False
 
     @classmethod
     def of(
-        cls, messages: Iterable[MessageRef], participants: Iterable[ParticipantRef] = ()
+        cls, messages: Iterable[MessageRef], participants: Iterable[ParticipantRef] = (),
+        *, replay: bool = False,
     ) -> TaskPayload:
-        return cls(tuple(messages), tuple(participants))
+        return cls(tuple(messages), tuple(participants), replay)
 
     def to_json(self) -> dict[str, Any]:
-        return {
+        raw: dict[str, Any] = {
             "messages": [ref.to_json() for ref in self.messages],
             "participants": [ref.to_json() for ref in self.participants],
         }
+        if self.replay:
+            raw["replay"] = True
+        return raw
 
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> TaskPayload:
@@ -43,4 +51,5 @@ class TaskPayload:
         return cls(
             tuple(MessageRef.from_json(r) for r in raw.get("messages", [])),
             tuple(ParticipantRef.from_json(r) for r in raw.get("participants", [])),
+            raw.get("replay") is True,
         )

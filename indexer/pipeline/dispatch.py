@@ -61,7 +61,8 @@ def decode_dead_letter(settings: Settings) -> DecodeDeadLetter:
     return write
 
 
-def ingestor(settings: Settings) -> Ingestor:
-    """The Celery ingestor of the deployment; it sends again a task the broker lost."""
+def ingestor(settings: Settings, *, replay: bool = False) -> Ingestor:
+    """The Celery ingestor of the deployment; it sends again a task the broker lost
+    (``replay``: a backfill's, whose tasks read first eventually consistent)."""
     return Ingestor(celery_send(settings), decode_dead_letter(settings),
-                    settings.batch_messages, lost=lost_task_check(settings))
+                    settings.batch_messages, lost=lost_task_check(settings), replay=replay)

@@ -128,8 +128,10 @@ class Ingestor:
         batch_messages: int,
         lost: Lost | None = None,
         lost_check_s: float = LOST_CHECK_S,
+        *,
+        replay: bool = False,
     ) -> None:
-        self._send = send
+        self._send, self._replay = send, replay
         self._lost, self._lost_check_s = lost, lost_check_s
         self._checked = time.monotonic()
         self._dead_letter = dead_letter
@@ -195,10 +197,12 @@ class Ingestor:
         plan, batch = self._plan, self._batch
         if not plan.fulltext:
             return
-        payload = TaskPayload.of(sorted(plan.fulltext), sorted(plan.participants))
+        payload = TaskPayload.of(sorted(plan.fulltext), sorted(plan.participants),
+                                 replay=self._replay)
         self._enqueue(batch, "fulltext", payload.to_json())
         if plan.vectors:
-            self._enqueue(batch, "vectors", TaskPayload.of(sorted(plan.vectors)).to_json())
+            vectors = TaskPayload.of(sorted(plan.vectors), replay=self._replay)
+            self._enqueue(batch, "vectors", vectors.to_json())
         self._sent.append(batch)
         self.summary.batches += 1
         self._plan, self._batch = Plan(), _Batch()

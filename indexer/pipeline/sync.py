@@ -23,7 +23,13 @@ from indexer.core.documents import (
     vector_target,
 )
 from indexer.core.errors import TransientError
-from indexer.core.plan import BODY_WANTED, KNOWN_KEYS, MessageRef, ParticipantRef
+from indexer.core.plan import (
+    BODY_WANTED,
+    KNOWN_KEYS,
+    MAIL_READ_CONSISTENT,
+    MessageRef,
+    ParticipantRef,
+)
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
 MAX_ROUNDS = 5
@@ -93,19 +99,25 @@ def _converge(
 
 
 class _Reader:
-    """A sink's reads of the table: the first one full, each verify read with the keys the
-    previous read found (``KNOWN_KEYS``: META is not read again), the Body only if wanted."""
+    """A sink's reads of the table: the first one full (eventually consistent for a replay,
+    ``MAIL_READ_CONSISTENT``), each verify read strong and with the keys the previous read
+    found (``KNOWN_KEYS``: META is not read again), the Body only if wanted."""
 
-    def __init__(self, table: TableReader, *, participants: bool, body: bool) -> None:
+    def __init__(self, table: TableReader, *, participants: bool, body: bool,
+                 replay: bool = False) -> None:
         self._table, self._participants, self._body = table, participants, body
         self._known: dict[MessageRef, tuple[str, int]] = {}
+        self._eventual = replay  # the next read may be eventual: only the first
 
     def __call__(self, refs: Collection[MessageRef]) -> dict[MessageRef, MessageState]:
         known = KNOWN_KEYS.set(dict(self._known) or None)
         body = BODY_WANTED.set(self._body)
+        consistent = MAIL_READ_CONSISTENT.set(not self._eventual)
+        self._eventual = False
         try:
             states = self._table.read_states(refs, participants=self._participants)
         finally:
+            MAIL_READ_CONSISTENT.reset(consistent)
             BODY_WANTED.reset(body)
             KNOWN_KEYS.reset(known)
         for ref, state in states.items():
@@ -122,12 +134,15 @@ def sync_fulltext(
     sink: FullTextSink,
     messages: Collection[MessageRef],
     participants: Collection[ParticipantRef] = (),
+    *,
+    replay: bool = False,
 ) -> Outcome:
-    """Make the full-text index hold exactly the table's projection of these messages."""
+    """Make the full-text index hold exactly the table's projection of these messages
+    (``replay``: a backfill's batch, first read eventually consistent)."""
     if participants:
         table.sync_participants(participants)
 
-    reader = _Reader(table, participants=True, body=True)
+    reader = _Reader(table, participants=True, body=True, replay=replay)
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, Mapping[str, Any] | None]:
         return {r: search_document(s) for r, s in reader(refs).items()}
@@ -188,13 +203,16 @@ def sync_vectors(
     embedder: TextEmbedder,
     messages: Collection[MessageRef],
     recipe: Recipe = DEFAULT_RECIPE,
+    *,
+    replay: bool = False,
 ) -> Outcome:
     """Make the vector index hold one point per stored message with non-empty ``forai``,
     embedding the text of ``recipe`` (the one the sink's collection is named after)."""
     outcome = Outcome()
     writer = _VectorWriter(sink, embedder, outcome)
 
-    reader = _Reader(table, participants=False, body=False)  # a point never uses the Body
+    # A point never uses the Body; a replay's first read is eventually consistent.
+    reader = _Reader(table, participants=False, body=False, replay=replay)
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, VectorTarget]:
         return {r: vector_target(s, recipe) for r, s in reader(refs).items()}

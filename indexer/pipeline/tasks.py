@@ -175,14 +175,14 @@ def _stall(task: Task, stage: str, payload: dict[str, Any], exc: Exception) -> N
 def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages (and participant items) into the full-text index."""
     settings = get_settings()
-    participants = list(TaskPayload.from_json(payload).participants)
+    task = TaskPayload.from_json(payload)
     return _run(
         self,
         "fulltext",
         payload,
         lambda: sync_fulltext(
             factories.store(settings), factories.fulltext_index(settings), _refs(payload),
-            participants,
+            list(task.participants), replay=task.replay,
         ),
     )
 
@@ -196,5 +196,6 @@ def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         self,
         "vectors",
         payload,
-        lambda: sync_vector_targets(settings, _refs(payload)),
+        lambda: sync_vector_targets(settings, _refs(payload),
+                                    replay=TaskPayload.from_json(payload).replay),
     )

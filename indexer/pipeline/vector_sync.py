@@ -40,8 +40,10 @@ class _Timed:
             self.seconds += time.perf_counter() - started
 
 
-def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Outcome:
-    """Sync these messages into every target collection; applied = applied in all of them."""
+def sync_vector_targets(settings: Settings, refs: Collection[MessageRef], *,
+                        replay: bool = False) -> Outcome:
+    """Sync these messages into every target collection; applied = applied in all of them
+    (``replay``: a backfill's batch, first read eventually consistent)."""
     index = factories.vector_index(settings)
     outcome = Outcome()
     slugs = model_catalog(settings.embed_model, settings.embed_models)
@@ -50,7 +52,8 @@ def sync_vector_targets(settings: Settings, refs: Collection[MessageRef]) -> Out
         encoder = targets.encoder_of(collection)
         embedder = _Timed(embedder_for(settings, encoder.tokens, encoder.slug))
         view = targets.bound(collection)
-        part = sync_vectors(factories.store(settings), view, embedder, refs, encoder.recipe)
+        part = sync_vectors(factories.store(settings), view, embedder, refs, encoder.recipe,
+                            replay=replay)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded
         outcome.embed_s += embedder.seconds

@@ -109,7 +109,8 @@ def advance(progress: Progress | None, task: TaskID | None, n: int) -> None:
 
 
 def feed(settings: Settings, records: Iterator[RawRecord] | list[RawRecord]) -> Ingestor:
-    run = ingestor(settings)
+    """An ingestor fed a unit's triggers: a replay (first reads eventually consistent)."""
+    run = ingestor(settings, replay=True)
     for record in records:
         run.feed(record)
     return run

@@ -25,3 +25,11 @@ def test_a_payload_survives_its_json_and_keeps_the_wire_shape() -> None:
 def test_a_ref_of_the_wrong_shape_is_refused(raw: dict[str, object]) -> None:
     with pytest.raises(ValueError, match="ref is"):
         TaskPayload.from_json(raw)
+
+
+def test_a_replay_is_marked_only_when_it_is_one() -> None:
+    ref = MessageRef("box@example.com", "k1")
+    wire = TaskPayload.of([ref], replay=True).to_json()
+    assert wire["replay"] is True and TaskPayload.from_json(wire).replay
+    assert "replay" not in TaskPayload.of([ref]).to_json()  # the live wire shape unchanged
+    assert not TaskPayload.from_json({**wire, "replay": "yes"}).replay  # only a JSON true

@@ -68,9 +68,11 @@ class InProcessWorker:
         self.tasks[stage] += 1
         self.syncs[stage].update(refs)
         if stage == "fulltext":
-            outcome = sync_fulltext(self.store, self.fulltext, refs, list(task.participants))
+            outcome = sync_fulltext(self.store, self.fulltext, refs, list(task.participants),
+                                    replay=task.replay)
         else:
-            outcome = sync_vectors(self.store, self.vectors, self.embedder, refs, self.recipe)
+            outcome = sync_vectors(self.store, self.vectors, self.embedder, refs, self.recipe,
+                                   replay=task.replay)
         if outcome.poison:
             raise RuntimeError(f"{stage}: poison messages {outcome.poison}")
         return Done({"stage": stage, "dead_lettered": [], "embedded": outcome.embedded,
@@ -79,9 +81,9 @@ class InProcessWorker:
     def _dead_letter(self, item: RawRecord, reason: str) -> None:
         self.undecodable.append(f"{item.source}: {reason}")
 
-    def ingestor(self, batch_messages: int) -> Ingestor:
+    def ingestor(self, batch_messages: int, *, replay: bool = False) -> Ingestor:
         """The product's ingestor, sending to this worker."""
-        return Ingestor(self.send, self._dead_letter, batch_messages)
+        return Ingestor(self.send, self._dead_letter, batch_messages, replay=replay)
 
 
 @contextmanager
@@ -96,8 +98,8 @@ def instrumented(meter: Meter, worker: InProcessWorker) -> Iterator[None]:
     def client(settings: Settings, service: str) -> Any:
         return meter.attach(plain_client(settings, service))
 
-    def ingestor(settings: Settings) -> Ingestor:
-        return worker.ingestor(settings.batch_messages)
+    def ingestor(settings: Settings, *, replay: bool = False) -> Ingestor:
+        return worker.ingestor(settings.batch_messages, replay=replay)
 
     setattr(aws, "client", client)  # noqa: B010 - the seam is the module attribute itself
     setattr(backfill, "ingestor", ingestor)  # noqa: B010
