@@ -53,11 +53,11 @@ def test_bench_smoke(settings: Settings, tmp_path: Path) -> None:
         workdir=Path(".sidecar/bench"),  # the loaded table is reused across runs
         encoder_texts=60,  # a rate; two runtimes measure it
         compare_runtime=runtimes.other(settings.embed_runtime),
-        cost_messages=40,  # the bill per path, on as many messages (test_bench_cost bounds it)
+        cost_messages=10,  # the bill per path, on as many messages (test_bench_cost bounds it)
     )
     lines: list[str] = []
     result = plain(run(opts, settings, lines.append))
-    assert result["cost"]["messages"] == 40 and set(result["cost"]["paths"]) == {
+    assert result["cost"]["messages"] == 10 and set(result["cost"]["paths"]) == {
         "live", "live_sharded", "redelivery", "export", "scan"}
     assert "| M1: " in markdown(result)
     pipe = result["pipeline"]
