@@ -25,7 +25,7 @@ from celery.exceptions import TimeoutError as CeleryTimeoutError
 
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan, message_of
-from indexer.core.records import RawRecord, decode_record
+from indexer.core.records import RawRecord, StreamRecord, decode_record
 from indexer.core.task_payload import TaskPayload
 from indexer.metrics import RECORDS_APPLIED, RECORDS_DEAD_LETTERED, RECORDS_READ, TASKS_RESENT
 
@@ -105,12 +105,25 @@ def answer_of(
             pending = between()
 
 
-def _message_order(item: RawRecord) -> tuple[int, str, str]:
+Decoded = StreamRecord | RecordError  # a record decoded once, or why it cannot be
+
+
+def _decoded(item: RawRecord) -> Decoded:
+    if item.error is not None:
+        return item.error
+    try:
+        return decode_record(item.raw)
+    except RecordError as exc:
+        return exc
+
+
+def _message_order(pair: tuple[RawRecord, Decoded]) -> tuple[int, str, str]:
     """Sort key grouping a sweep's records by message; records naming none (and undecodable
     ones, dead-lettered when fed) keep their place after them."""
-    if item.error is None:
+    record = pair[1]
+    if not isinstance(record, RecordError):
         try:
-            message = message_of(decode_record(item.raw))
+            message = message_of(record)
         except RecordError:
             message = None
         if message is not None:
@@ -149,12 +162,14 @@ class Ingestor:
         (Body, participants) then join the batch its first record opened, so a batch
         boundary never syncs one message twice.
         """
+        self._take(item, _decoded(item))
+
+    def _take(self, item: RawRecord, record: Decoded) -> None:
         self.summary.read += 1
         RECORDS_READ.inc()
         try:
-            if item.error is not None:
-                raise item.error
-            record = decode_record(item.raw)
+            if isinstance(record, RecordError):
+                raise record
             message = message_of(record)
         except RecordError as exc:
             self.summary.decode_failed += 1
@@ -180,8 +195,9 @@ class Ingestor:
         would be synced (and its PEOPLE item written) once per batch. The order within one
         message is kept, and records are triggers, so the order across messages is free.
         """
-        for item in sorted(items, key=_message_order):
-            self.feed(item)
+        # Each record decoded once: the sort and the feed share it (images can be 400 KB).
+        for item, record in sorted(((i, _decoded(i)) for i in items), key=_message_order):
+            self._take(item, record)
         self.flush()
 
     def feed_all(

@@ -181,8 +181,8 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         "fulltext",
         payload,
         lambda: sync_fulltext(
-            factories.store(settings), factories.fulltext_index(settings), _refs(payload),
-            list(task.participants), replay=task.replay,
+            factories.store(settings), factories.fulltext_index(settings),
+            list(task.messages), list(task.participants), replay=task.replay,
         ),
     )
 
@@ -192,10 +192,10 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
 def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages into the vector index (embedding only unseen text)."""
     settings = get_settings()
+    task = TaskPayload.from_json(payload)
     return _run(
         self,
         "vectors",
         payload,
-        lambda: sync_vector_targets(settings, _refs(payload),
-                                    replay=TaskPayload.from_json(payload).replay),
+        lambda: sync_vector_targets(settings, list(task.messages), replay=task.replay),
     )

@@ -30,6 +30,7 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass
+from functools import partial
 from typing import Any
 
 from rich.progress import Progress, TaskID
@@ -187,11 +188,7 @@ def backfill_export(
     people_task = progress_task(progress, "participants", len(people_todo))
     people = PeoplePass(factories.store(settings), settings.batch_messages)
     for data_file, rows in _read_files(s3, bucket, people_todo, parallel):
-
-        def people_done(key: str = PEOPLE_MARK + data_file.key) -> None:
-            marks.put(key, {"done": {"BOOL": True}})
-
-        people.add(rows, people_done)
+        people.add(rows, partial(marks.put, PEOPLE_MARK + data_file.key, {"done": {"BOOL": True}}))
         advance(progress, people_task, 1)
     people.flush()
     replay = ReplayFilter(unsynced=people.unsynced)
