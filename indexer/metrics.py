@@ -64,6 +64,14 @@ MESSAGES = Counter(
     "(applied, dead_lettered, retried).",
     ["stage", "outcome"],
 )
+REWRITTEN = Counter(
+    "sidecar_sync_rewritten_total",
+    "Messages a worker wrote again because its verify read found the table changed since "
+    "the read its write used, by stage: a stale eventually consistent first read "
+    "(SIDECAR_FIRST_READ=eventual) or a concurrent change. Against "
+    "sidecar_worker_messages_total{outcome=\"applied\"}, what eventual first reads cost.",
+    ["stage"],
+)
 BULK_ERRORS = Counter(
     "sidecar_opensearch_bulk_errors_total",
     "OpenSearch bulk failures by class: rejected_429 and server_5xx (retried), client_4xx "

@@ -204,6 +204,13 @@ class Settings(BaseSettings):
         "partition DLQ#<prefix>.",
     )
     batch_messages: int = Field(default=64, ge=1, le=500, description="Messages per task.")
+    first_read: Literal["eventual", "strong"] = Field(
+        default="eventual",
+        description="A worker's first read of a message's mail items: eventual costs half "
+        "the read units; the strong read after each write still catches a stale one, at one "
+        "more round (sidecar_sync_rewritten_total counts them). A backfill's is always "
+        "eventual.",
+    )
     max_retries: int = Field(
         default=8, ge=0,
         description="Retries of a batch failing unexpectedly before it is dead-lettered.",

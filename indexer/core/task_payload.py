@@ -45,6 +45,11 @@ class TaskPayload:
             raw["replay"] = True
         return raw
 
+    def first_read_eventual(self, first_read: str) -> bool:
+        """Whether the worker's first read may be eventually consistent: always for a
+        replay, else as the deployment's ``SIDECAR_FIRST_READ`` (``first_read``) says."""
+        return self.replay or first_read == "eventual"
+
     @classmethod
     def from_json(cls, raw: Mapping[str, Any]) -> TaskPayload:
         """A payload as sent; a ref of the wrong shape raises ``ValueError``."""

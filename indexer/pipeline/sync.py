@@ -6,7 +6,9 @@ a Message record in different batches). Each worker re-reads the table (strongly
 last write to a sink is therefore always followed by a read that matches it, and any later
 table change produces a new record whose processing reads after that change: the sink
 converges to the table without locks, versions or tombstones, and a delete sticks because a
-late record only triggers a re-read that finds the message gone.
+late record only triggers a re-read that finds the message gone. The first read may
+therefore be eventually consistent (``SIDECAR_FIRST_READ``, a backfill's tasks always): a
+stale one is caught by the strong read after the write and only costs another round.
 """
 
 from __future__ import annotations
@@ -75,6 +77,9 @@ class Outcome:
     poison: dict[MessageRef, str] = field(default_factory=dict)
     embedded: int = 0
     embed_s: float = 0.0  # of the batch's time, seconds spent inside the embedder
+    # Messages written again because a verify read found the table changed since the read
+    # their write used: a stale eventually consistent first read, or a concurrent change.
+    rewritten: int = 0
 
 
 def _converge(
@@ -94,20 +99,21 @@ def _converge(
         outcome.applied |= set(targets) - pending - outcome.poison.keys()
         if not pending:
             return outcome
+        outcome.rewritten += len(pending)
         targets = {r: again[r] for r in pending}
     raise TransientError(f"{len(pending)} message(s) kept changing during sync; retry later")
 
 
 class _Reader:
-    """A sink's reads of the table: the first one full (eventually consistent for a replay,
+    """A sink's reads of the table: the first one full (eventually consistent when asked,
     ``MAIL_READ_CONSISTENT``), each verify read strong and with the keys the previous read
     found (``KNOWN_KEYS``: META is not read again), the Body only if wanted."""
 
     def __init__(self, table: TableReader, *, participants: bool, body: bool,
-                 replay: bool = False) -> None:
+                 eventual: bool = False) -> None:
         self._table, self._participants, self._body = table, participants, body
         self._known: dict[MessageRef, tuple[str, int]] = {}
-        self._eventual = replay  # the next read may be eventual: only the first
+        self._eventual = eventual  # the next read may be eventual: only the first
 
     def __call__(self, refs: Collection[MessageRef]) -> dict[MessageRef, MessageState]:
         known = KNOWN_KEYS.set(dict(self._known) or None)
@@ -135,14 +141,14 @@ def sync_fulltext(
     messages: Collection[MessageRef],
     participants: Collection[ParticipantRef] = (),
     *,
-    replay: bool = False,
+    eventual: bool = False,
 ) -> Outcome:
     """Make the full-text index hold exactly the table's projection of these messages
-    (``replay``: a backfill's batch, first read eventually consistent)."""
+    (``eventual``: the first read eventually consistent; every verify read stays strong)."""
     if participants:
         table.sync_participants(participants)
 
-    reader = _Reader(table, participants=True, body=True, replay=replay)
+    reader = _Reader(table, participants=True, body=True, eventual=eventual)
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, Mapping[str, Any] | None]:
         return {r: search_document(s) for r, s in reader(refs).items()}
@@ -204,15 +210,15 @@ def sync_vectors(
     messages: Collection[MessageRef],
     recipe: Recipe = DEFAULT_RECIPE,
     *,
-    replay: bool = False,
+    eventual: bool = False,
 ) -> Outcome:
     """Make the vector index hold one point per stored message with non-empty ``forai``,
     embedding the text of ``recipe`` (the one the sink's collection is named after)."""
     outcome = Outcome()
     writer = _VectorWriter(sink, embedder, outcome)
 
-    # A point never uses the Body; a replay's first read is eventually consistent.
-    reader = _Reader(table, participants=False, body=False, replay=replay)
+    # A point never uses the Body.
+    reader = _Reader(table, participants=False, body=False, eventual=eventual)
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, VectorTarget]:
         return {r: vector_target(s, recipe) for r, s in reader(refs).items()}

@@ -36,7 +36,7 @@ from indexer.core.plan import MessageRef
 from indexer.core.retry import backoff_seconds
 from indexer.core.task_payload import TaskPayload
 from indexer.logs import celery_json_logs
-from indexer.metrics import CONFIG_ERRORS, MESSAGES, STALLED
+from indexer.metrics import CONFIG_ERRORS, MESSAGES, REWRITTEN, STALLED
 from indexer.pipeline.celery_app import app
 from indexer.pipeline.deployment import (
     REFUSE_WINDOW_S,
@@ -75,6 +75,7 @@ def _finish(
     dlq = factories.dead_letters(get_settings())
     MESSAGES.labels(stage, "applied").inc(len(outcome.applied))
     MESSAGES.labels(stage, "dead_lettered").inc(len(outcome.poison))
+    REWRITTEN.labels(stage).inc(outcome.rewritten)
     for ref, reason in outcome.poison.items():
         dlq.add(
             stage=stage,
@@ -182,7 +183,8 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         payload,
         lambda: sync_fulltext(
             factories.store(settings), factories.fulltext_index(settings),
-            list(task.messages), list(task.participants), replay=task.replay,
+            list(task.messages), list(task.participants),
+            eventual=task.first_read_eventual(settings.first_read),
         ),
     )
 
@@ -197,5 +199,6 @@ def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         self,
         "vectors",
         payload,
-        lambda: sync_vector_targets(settings, list(task.messages), replay=task.replay),
+        lambda: sync_vector_targets(settings, list(task.messages),
+                                    eventual=task.first_read_eventual(settings.first_read)),
     )

@@ -41,9 +41,9 @@ class _Timed:
 
 
 def sync_vector_targets(settings: Settings, refs: Collection[MessageRef], *,
-                        replay: bool = False) -> Outcome:
+                        eventual: bool = False) -> Outcome:
     """Sync these messages into every target collection; applied = applied in all of them
-    (``replay``: a backfill's batch, first read eventually consistent)."""
+    (``eventual``: the first read eventually consistent)."""
     index = factories.vector_index(settings)
     outcome = Outcome()
     slugs = model_catalog(settings.embed_model, settings.embed_models)
@@ -53,9 +53,10 @@ def sync_vector_targets(settings: Settings, refs: Collection[MessageRef], *,
         embedder = _Timed(embedder_for(settings, encoder.tokens, encoder.slug))
         view = targets.bound(collection)
         part = sync_vectors(factories.store(settings), view, embedder, refs, encoder.recipe,
-                            replay=replay)
+                            eventual=eventual)
         outcome.poison.update(part.poison)
         outcome.embedded += part.embedded
+        outcome.rewritten += part.rewritten
         outcome.embed_s += embedder.seconds
         outcome.applied = set(part.applied) if n == 0 else outcome.applied & part.applied
     outcome.applied -= outcome.poison.keys()

@@ -1,4 +1,4 @@
-"""A replay's first read is eventually consistent; the strong verify read after each write
+"""An eventually consistent first read (a replay's, and the live path's by default); the strong verify read after each write
 keeps the result exact (pure: the table and the index are dictionaries)."""
 
 from __future__ import annotations
@@ -8,7 +8,9 @@ from typing import Any
 
 from indexer.core.documents import MessageState
 from indexer.core.plan import MAIL_READ_CONSISTENT, MessageRef, ParticipantRef
+from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.sync import sync_fulltext
+from indexer.settings import Settings
 
 REF = MessageRef("box@example.org", "a" * 64)
 
@@ -49,9 +51,10 @@ class _Index:
 
 def test_a_stale_first_read_costs_one_more_round_and_ends_exact() -> None:
     table, index = _Table(stale="old"), _Index()
-    outcome = sync_fulltext(table, index, [REF], replay=True)
+    outcome = sync_fulltext(table, index, [REF], eventual=True)
     assert table.reads == [False, True, True]  # eventual first, every verify strong
     assert index.writes == ["old", "new"] and outcome.applied == {REF}
+    assert outcome.rewritten == 1  # what sidecar_sync_rewritten_total counts
 
 
 def test_the_live_path_reads_strongly_and_a_fresh_replay_writes_once() -> None:
@@ -59,5 +62,13 @@ def test_the_live_path_reads_strongly_and_a_fresh_replay_writes_once() -> None:
     sync_fulltext(live, index, [REF])
     assert live.reads == [True, True] and index.writes == ["new"]
     replay, index = _Table(stale=None), _Index()
-    sync_fulltext(replay, index, [REF], replay=True)
+    outcome = sync_fulltext(replay, index, [REF], eventual=True)
     assert replay.reads == [False, True] and index.writes == ["new"]
+    assert outcome.rewritten == 0
+
+
+def test_a_task_reads_first_as_the_deployment_says_and_a_replay_always_eventually() -> None:
+    live, replay = TaskPayload.of([REF]), TaskPayload.of([REF], replay=True)
+    assert live.first_read_eventual("eventual") and not live.first_read_eventual("strong")
+    assert replay.first_read_eventual("strong") and replay.first_read_eventual("eventual")
+    assert Settings().first_read == "eventual"

@@ -253,7 +253,8 @@ class _Run:
         meter.attach_opensearch(index.client)
         store = DynamoStore(meter.attach(aws.client(settings, "dynamodb")), settings.table,
                             settings.resolved_state_table)
-        return InProcessWorker(store, index, self.vectors, self.embedder, settings.embed_recipe)
+        return InProcessWorker(store, index, self.vectors, self.embedder, settings.embed_recipe,
+                               first_read=settings.first_read)
 
     def close(self) -> None:
         self.vector_store.close()
@@ -288,7 +289,8 @@ def _live(run: _Run, arn: str, path: str, settings: Settings, pages_of: Callable
         meter.attach_opensearch(worker.fulltext.client)
         worker = InProcessWorker(DynamoStore(meter.attach(aws.client(settings, "dynamodb")),
                                              settings.table, settings.resolved_state_table),
-                                 worker.fulltext, worker.vectors, worker.embedder, worker.recipe)
+                                 worker.fulltext, worker.vectors, worker.embedder, worker.recipe,
+                                 first_read=settings.first_read)
     started = time.perf_counter()
     records = read_stream(meter.attach(aws.client(settings, "dynamodbstreams")), arn)
     checkpoints = ShardCheckpointStore(meter.attach(aws.client(settings, "dynamodb")),

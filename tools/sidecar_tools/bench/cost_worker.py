@@ -61,6 +61,10 @@ class InProcessWorker:
         default_factory=lambda: {"fulltext": Counter(), "vectors": Counter()})
     tasks: Counter[str] = field(default_factory=Counter)
     undecodable: list[str] = field(default_factory=list)
+    first_read: str = "eventual"  # SIDECAR_FIRST_READ of the path's settings
+
+    def eventual(self, task: TaskPayload) -> bool:
+        return task.first_read_eventual(self.first_read)
 
     def send(self, stage: str, payload: dict[str, Any]) -> Done:
         task = TaskPayload.from_json(payload)
@@ -69,10 +73,10 @@ class InProcessWorker:
         self.syncs[stage].update(refs)
         if stage == "fulltext":
             outcome = sync_fulltext(self.store, self.fulltext, refs, list(task.participants),
-                                    replay=task.replay)
+                                    eventual=self.eventual(task))
         else:
             outcome = sync_vectors(self.store, self.vectors, self.embedder, refs, self.recipe,
-                                   replay=task.replay)
+                                   eventual=self.eventual(task))
         if outcome.poison:
             raise RuntimeError(f"{stage}: poison messages {outcome.poison}")
         return Done({"stage": stage, "dead_lettered": [], "embedded": outcome.embedded,
