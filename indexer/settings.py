@@ -204,6 +204,11 @@ class Settings(BaseSettings):
         "partition DLQ#<prefix>.",
     )
     batch_messages: int = Field(default=64, ge=1, le=500, description="Messages per task.")
+    vectors_nice: int = Field(
+        default=10, ge=0, le=19,
+        description="CPU priority steps a worker consuming the vectors queue gives up (nice), "
+        "so full-text tasks on a shared host run before embedding; 0 keeps normal priority.",
+    )
     first_read: Literal["eventual", "strong"] = Field(
         default="eventual",
         description="A worker's first read of a message's mail items: eventual costs half "

@@ -13,6 +13,7 @@ a task lost with the old master is found and sent again by the ingestor's lost-t
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from celery import Celery, signals
@@ -98,3 +99,24 @@ def _declare_workers_role(**_: Any) -> None:
 
 signals.worker_init.connect(_declare_workers_role, weak=False)
 signals.worker_process_init.connect(_declare_workers_role, weak=False)
+
+
+def _embedding_gives_way(instance: Any = None, **_: Any) -> None:
+    """A worker consuming the vectors queue runs ``SIDECAR_VECTORS_NICE`` steps below normal
+    CPU priority (its pool's children inherit it).
+
+    Why: embedding is throughput-bound (seconds of CPU per batch, and it takes every core it
+    is given) while a full-text task is latency-bound (tens of milliseconds). On a host both
+    roles share (``sidecar worker``, the demo, a small VM), the scheduler then runs full-text
+    work first and embedding in the time left, so new mail stays searchable within seconds
+    under an embedding backlog (design invariant 5, docs/benchmarks.md's freshness runs). In
+    a container of its own (Helm, ECS) it changes nothing: priorities only order the
+    processes that share a CPU quota.
+    """
+    settings = get_settings()
+    queues = instance.app.amqp.queues.consume_from if instance is not None else None
+    if settings.vectors_nice and queues and settings.vectors_queue in queues:
+        os.nice(settings.vectors_nice)
+
+
+signals.celeryd_after_setup.connect(_embedding_gives_way, weak=False)

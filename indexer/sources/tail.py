@@ -41,6 +41,8 @@ from indexer.metrics import GAPS, STREAM_LAG
 log = logging.getLogger(__name__)
 
 PAGE_LIMIT = 1000
+# How often a coalescing tailer asks whether the newest sweep's full-text tasks answered.
+COALESCE_POLL_S = 0.02
 StartAt = Literal["trim_horizon", "latest"]
 
 
@@ -49,8 +51,7 @@ class Sink(Protocol):
 
     def feed_together(self, items: list[RawRecord]) -> None: ...
     def wait(self, timeout_s: float = ...) -> Any: ...
-    def done(self) -> bool: ...
-    def batches(self) -> int: ...
+    def done(self, stage: str | None = None) -> bool: ...
 
 
 class ShardPositions(Protocol):
@@ -95,6 +96,7 @@ class _Sweep:
 
     sink: Sink | None
     pages: list[tuple[_Shard, _Page]]
+    sent_at: float = 0.0
 
 
 @dataclass(slots=True)
@@ -129,11 +131,17 @@ class TailOptions:
     backoff_cap_s: float = 30.0
     renew_every_s: float = 3.0
     reader: str = "all"  # which stage(s) this reader applies: labels its lag metric
-    # Batches sent and not yet answered while the next sweeps are read (design invariant 5:
-    # full text never waits behind embedding); past it, the tailer waits for the oldest sweep,
-    # so the queues hold about one page of batches (a larger sweep is sent whole). 0: each
-    # sweep applied before the next is read. ``sidecar tail`` sets one page's worth.
-    in_flight: int = PAGE_LIMIT // 64 + 1
+    # Records sent and not yet answered in both indexes while the next sweeps are read
+    # (design invariant 5: full text never waits behind embedding); past it, the tailer waits
+    # for the oldest sweep, so the queues hold about one page of records (a larger sweep is
+    # sent whole). 0: each sweep applied before the next is read. Counted in records, not
+    # batches: at a trickle each sweep is a batch of one or two messages.
+    in_flight: int = PAGE_LIMIT
+    # After a sweep is sent, the next is read ``sweep_gap_s`` later at the earliest, and once
+    # its full-text tasks answered or ``coalesce_s`` after at most: records arriving meanwhile
+    # make one batch instead of a queue of small tasks, each waiting for the one before.
+    sweep_gap_s: float = 0.25
+    coalesce_s: float = 1.0
     clock: Callable[[], float] = field(default=time.monotonic)
 
 
@@ -180,7 +188,7 @@ class StreamTailer:
         Why together: a message's items sit under several partition keys, so its records
         reach several shards; applied shard by shard, it was synced and its PEOPLE item
         written once per shard (issue 28: 5 times over 8 shards). Why without waiting: the
-        next sweep is read while this one's tasks run (at most ``in_flight`` batches), so new
+        next sweep is read while this one's tasks run (at most ``in_flight`` records), so new
         mail's full text never waits behind an earlier sweep's embedding (it waited 87 % of
         its latency, docs/benchmarks.md); a shard's checkpoint still moves only once both
         indexes applied its page. A sweep that cannot be sent keeps every page pending and
@@ -197,6 +205,9 @@ class StreamTailer:
             self._loaded = True
         if self._opt.clock() >= self._next_discovery:
             self._discover(first=self._fresh)
+        if self.coalescing():
+            self._settle(self._opt.in_flight)
+            return 0
         swept = [shard for shard in list(self._shards.values())
                  if self._ready(shard) and self._take_page(shard)]
         read = 0
@@ -210,12 +221,24 @@ class StreamTailer:
             read = sum(len(shard.pending.records) for shard in swept if shard.pending)
             pages = [self._move_on(shard) for shard in swept]
             if read or any(page.next_iterator is None for _, page in pages):
-                self._flight.append(_Sweep(sink, pages))
+                self._flight.append(_Sweep(sink, pages, self._opt.clock()))
             elif not self._flight:  # empty pages of open shards: no position to commit
                 for shard, page in pages:
                     self._observe_lag(shard.shard_id, page)
         self._settle(self._opt.in_flight)
         return read
+
+    def coalescing(self) -> bool:
+        """Whether the next sweep waits: for ``sweep_gap_s`` after the newest one was sent, and
+        then while its full-text tasks still run, up to ``coalesce_s``. What arrives
+        meanwhile goes out as one batch: tasks grow with the write rate instead of queueing
+        one message each behind the one before (and embedding gets batches worth it)."""
+        newest = self._flight[-1] if self._flight else None
+        if newest is None or newest.sink is None:
+            return False
+        age = self._opt.clock() - newest.sent_at
+        return age < self._opt.sweep_gap_s or (
+            age < self._opt.coalesce_s and not newest.sink.done("fulltext"))
 
     def _take_page(self, shard: _Shard) -> bool:
         """Read the shard's next page unless one is pending; False when reading failed."""
@@ -242,13 +265,13 @@ class StreamTailer:
 
     def _settle(self, limit: int) -> None:
         """Commit, oldest first, every sweep whose tasks have all answered, waiting for the
-        oldest while more than ``limit`` batches are in flight. A sweep that fails now (a vectors
+        oldest while more than ``limit`` records are in flight. A sweep that fails now (a vectors
         task's error, the broker lost) sends the tailer back to its checkpoints: the sweeps
         after it were read on from positions not yet committed."""
         while self._flight:
             sweep = self._flight[0]
-            batches = sum(s.sink.batches() for s in self._flight if s.sink is not None)
-            if batches <= limit and sweep.sink is not None and not sweep.sink.done():
+            records = sum(page.size() for s in self._flight for _, page in s.pages)
+            if records <= limit and sweep.sink is not None and not sweep.sink.done():
                 return
             try:
                 if sweep.sink is not None:
@@ -427,7 +450,7 @@ class StreamTailer:
                     stop.wait(0.2)
                     continue
                 if not self.poll_once():
-                    stop.wait(self._opt.idle_s / 2)
+                    stop.wait(COALESCE_POLL_S if self.coalescing() else self._opt.idle_s / 2)
             if release and self._loaded:
                 self._settle(0)  # a clean stop commits what is in flight
         finally:

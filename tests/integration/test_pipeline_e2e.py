@@ -45,11 +45,14 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
     table = table_messages(ddb, settings.table, "lkml")
     assert len(table) == 176
 
-    with workers(settings):
+    with workers(settings) as procs:
         summary = ingest_files(settings, [str(records)])
         assert summary.dead_lettered == 0 and summary.decode_failed == 0
         assert summary.applied + summary.ignored == summary.read
         assert summary.embedded > 0
+        # The embedding worker gave up CPU priority (SIDECAR_VECTORS_NICE), full text did not.
+        fulltext, vectors = (os.getpriority(os.PRIO_PROCESS, p.pid) for p in procs)
+        assert vectors - fulltext == settings.vectors_nice == 10
         docs = opensearch_docs(settings, "lkml")
 
         # Re-delivery of every record: nothing is embedded again.

@@ -111,12 +111,14 @@ class FakeCheckpoints:
 
 class FakeSink:
     """Records the sequence numbers it applied; ``fail`` makes the next wait() raise;
-    ``running`` keeps its vectors tasks unanswered (``done()`` is False)."""
+    ``running`` keeps its vectors tasks unanswered (``done()`` is False), ``fulltext_running``
+    its full-text ones too."""
 
     applied: list[str]
     sent: list[str]
     fail = 0
     running = False
+    fulltext_running = False
 
     def __init__(self, log: list[str], owner: type[FakeSink]) -> None:
         self._fed: list[str] = []
@@ -133,8 +135,10 @@ class FakeSink:
             raise TimeoutError("workers slow")
         self._log.extend(self._fed)
 
-    def done(self) -> bool:
-        return not self._owner.running
+    def done(self, stage: str | None = None) -> bool:
+        if stage == "fulltext":
+            return not self._owner.fulltext_running
+        return not (self._owner.running or self._owner.fulltext_running)
 
     def batches(self) -> int:
         return 1
@@ -144,8 +148,9 @@ def tailer(
     fake: FakeStreams, store: FakeCheckpoints | None = None, **opts: Any
 ) -> tuple[StreamTailer, list[str], type[FakeSink]]:
     applied: list[str] = []
-    sink_type = type("Sink", (FakeSink,), {"fail": 0, "sent": [], "running": False})
-    options = TailOptions(discover_every_s=0, idle_s=0, backoff_base_s=0, **opts)
+    sink_type = type("Sink", (FakeSink,), {"fail": 0, "sent": [], "running": False,
+                                          "fulltext_running": False})
+    options = TailOptions(discover_every_s=0, idle_s=0, backoff_base_s=0, sweep_gap_s=0, **opts)
     t = StreamTailer(
         fake,
         ARN,
@@ -240,8 +245,8 @@ def _two_sweeps_in_flight(in_flight: int) -> tuple[
 def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() -> None:
     """Full text never waits behind embedding: a sweep whose tasks still run stays in flight
     while the next sweeps are read and sent; its checkpoint moves once it has answered, oldest
-    first, and past ``in_flight`` sweeps the oldest is waited for."""
-    fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=2)
+    first, and past ``in_flight`` records the oldest is waited for."""
+    fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=4)
     assert sink.sent == seqs(fake, "A") and applied == [] and store.saved == {}
     fake.put("A", 2)
     t.poll_once()  # three in flight: the oldest is waited for and committed
@@ -252,8 +257,29 @@ def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() 
     assert t.applied == 6
 
 
+def test_the_next_sweep_waits_for_full_text_or_the_window_and_gathers_what_arrived() -> None:
+    """While the newest sweep's full-text tasks run (at most ``coalesce_s``), the tailer reads
+    nothing: what arrives meanwhile goes out as one batch, not as a queue of one-message
+    tasks each waiting for the one before. Vectors tasks still running hold nothing."""
+    fake = FakeStreams()
+    fake.add_shard("A")
+    fake.put("A", 1)
+    now = [0.0]
+    t, _, sink = tailer(fake, coalesce_s=0.5, clock=lambda: now[0])
+    sink.fulltext_running = True
+    assert t.poll_once() == 1
+    fake.put("A", 1)
+    assert t.coalescing() and t.poll_once() == 0  # its full text still runs: held
+    now[0] = 0.6
+    assert not t.coalescing() and t.poll_once() == 1  # the window passed: read on
+    fake.put("A", 1)
+    sink.fulltext_running, sink.running = False, True  # full text answered, vectors run
+    assert not t.coalescing() and t.poll_once() == 1
+    assert sink.sent == seqs(fake, "A")
+
+
 def test_a_sweep_failing_in_flight_sends_the_tailer_back_to_its_checkpoints() -> None:
-    fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=4)
+    fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=8)
     sink.running, sink.fail = False, 1  # the oldest sweep's vectors task fails
     drain(t, 6)
     assert applied == seqs(fake, "A")  # re-read from the start: nothing lost
