@@ -274,10 +274,6 @@ class Ingestor:
         self.summary.waited = True
         return self.summary
 
-    def batches(self) -> int:
-        """Batches sent so far (each one task per stage it needs)."""
-        return len(self._sent)
-
     def done(self, stage: str | None = None) -> bool:
         """Whether every task (of ``stage``, or all) has answered, without waiting (the
         broker's result store); a task still unanswered is looked for among the lost ones,

@@ -140,9 +140,6 @@ class FakeSink:
             return not self._owner.fulltext_running
         return not (self._owner.running or self._owner.fulltext_running)
 
-    def batches(self) -> int:
-        return 1
-
 
 def tailer(
     fake: FakeStreams, store: FakeCheckpoints | None = None, **opts: Any
