@@ -274,13 +274,11 @@ class Ingestor:
         self.summary.waited = True
         return self.summary
 
-    def done(self, stage: str | None = None) -> bool:
-        """Whether every task (of ``stage``, or all) has answered, without waiting (the
-        broker's result store); a task still unanswered is looked for among the lost ones,
-        as :meth:`wait` does."""
+    def done(self) -> bool:
+        """Whether every task has answered, without waiting (the broker's result store); a
+        task still unanswered is looked for among the lost ones, as :meth:`wait` does."""
         open_tasks = [task for batch in self._sent for task in batch.results
-                      if (stage is None or task.stage == stage)
-                      and not (task.answered or task.pending.ready())]
+                      if not (task.answered or task.pending.ready())]
         if open_tasks:
             self._resend_lost(open_tasks)
         return not open_tasks

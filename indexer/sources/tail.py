@@ -41,8 +41,6 @@ from indexer.metrics import GAPS, STREAM_LAG
 log = logging.getLogger(__name__)
 
 PAGE_LIMIT = 1000
-# How often a coalescing tailer asks whether the newest sweep's full-text tasks answered.
-COALESCE_POLL_S = 0.02
 StartAt = Literal["trim_horizon", "latest"]
 
 
@@ -51,7 +49,7 @@ class Sink(Protocol):
 
     def feed_together(self, items: list[RawRecord]) -> None: ...
     def wait(self, timeout_s: float = ...) -> Any: ...
-    def done(self, stage: str | None = None) -> bool: ...
+    def done(self) -> bool: ...
 
 
 class ShardPositions(Protocol):
@@ -137,11 +135,10 @@ class TailOptions:
     # sent whole). 0: each sweep applied before the next is read. Counted in records, not
     # batches: at a trickle each sweep is a batch of one or two messages.
     in_flight: int = PAGE_LIMIT
-    # After a sweep is sent, the next is read ``sweep_gap_s`` later at the earliest, and once
-    # its full-text tasks answered or ``coalesce_s`` after at most: records arriving meanwhile
-    # make one batch instead of a queue of small tasks, each waiting for the one before.
+    # After a sweep is sent, the next is read ``sweep_gap_s`` later at the earliest: records
+    # arriving meanwhile make one batch instead of a queue of small tasks, each waiting for
+    # the one before (and a shard is read at most 4 times a second, as Lambda polls it).
     sweep_gap_s: float = 0.25
-    coalesce_s: float = 1.0
     clock: Callable[[], float] = field(default=time.monotonic)
 
 
@@ -229,16 +226,18 @@ class StreamTailer:
         return read
 
     def coalescing(self) -> bool:
-        """Whether the next sweep waits: for ``sweep_gap_s`` after the newest one was sent, and
-        then while its full-text tasks still run, up to ``coalesce_s``. What arrives
-        meanwhile goes out as one batch: tasks grow with the write rate instead of queueing
-        one message each behind the one before (and embedding gets batches worth it)."""
+        """Whether the next sweep waits: for ``sweep_gap_s`` after the newest one was sent.
+        What arrives meanwhile goes out as one batch, so tasks grow with the write rate
+        instead of queueing one message each behind the one before. Only the clock decides:
+        asking the broker whether tasks answered, many times a second, is what a broker
+        outage must not hang on."""
+        return self._gap_left() > 0
+
+    def _gap_left(self) -> float:
         newest = self._flight[-1] if self._flight else None
         if newest is None or newest.sink is None:
-            return False
-        age = self._opt.clock() - newest.sent_at
-        return age < self._opt.sweep_gap_s or (
-            age < self._opt.coalesce_s and not newest.sink.done("fulltext"))
+            return 0.0
+        return max(0.0, newest.sent_at + self._opt.sweep_gap_s - self._opt.clock())
 
     def _take_page(self, shard: _Shard) -> bool:
         """Read the shard's next page unless one is pending; False when reading failed."""
@@ -450,7 +449,7 @@ class StreamTailer:
                     stop.wait(0.2)
                     continue
                 if not self.poll_once():
-                    stop.wait(COALESCE_POLL_S if self.coalescing() else self._opt.idle_s / 2)
+                    stop.wait(self._gap_left() or self._opt.idle_s / 2)
             if release and self._loaded:
                 self._settle(0)  # a clean stop commits what is in flight
         finally:

@@ -111,14 +111,12 @@ class FakeCheckpoints:
 
 class FakeSink:
     """Records the sequence numbers it applied; ``fail`` makes the next wait() raise;
-    ``running`` keeps its vectors tasks unanswered (``done()`` is False), ``fulltext_running``
-    its full-text ones too."""
+    ``running`` keeps its vectors tasks unanswered (``done()`` is False)."""
 
     applied: list[str]
     sent: list[str]
     fail = 0
     running = False
-    fulltext_running = False
 
     def __init__(self, log: list[str], owner: type[FakeSink]) -> None:
         self._fed: list[str] = []
@@ -135,19 +133,17 @@ class FakeSink:
             raise TimeoutError("workers slow")
         self._log.extend(self._fed)
 
-    def done(self, stage: str | None = None) -> bool:
-        if stage == "fulltext":
-            return not self._owner.fulltext_running
-        return not (self._owner.running or self._owner.fulltext_running)
+    def done(self) -> bool:
+        return not self._owner.running
 
 
 def tailer(
     fake: FakeStreams, store: FakeCheckpoints | None = None, **opts: Any
 ) -> tuple[StreamTailer, list[str], type[FakeSink]]:
     applied: list[str] = []
-    sink_type = type("Sink", (FakeSink,), {"fail": 0, "sent": [], "running": False,
-                                          "fulltext_running": False})
-    options = TailOptions(discover_every_s=0, idle_s=0, backoff_base_s=0, sweep_gap_s=0, **opts)
+    sink_type = type("Sink", (FakeSink,), {"fail": 0, "sent": [], "running": False})
+    options = TailOptions(**{"discover_every_s": 0, "idle_s": 0, "backoff_base_s": 0,
+                             "sweep_gap_s": 0, **opts})
     t = StreamTailer(
         fake,
         ARN,
@@ -254,24 +250,21 @@ def test_the_next_sweep_is_read_while_vectors_run_and_positions_wait_for_them() 
     assert t.applied == 6
 
 
-def test_the_next_sweep_waits_for_full_text_or_the_window_and_gathers_what_arrived() -> None:
-    """While the newest sweep's full-text tasks run (at most ``coalesce_s``), the tailer reads
-    nothing: what arrives meanwhile goes out as one batch, not as a queue of one-message
-    tasks each waiting for the one before. Vectors tasks still running hold nothing."""
+def test_the_next_sweep_waits_its_gap_and_gathers_what_arrived() -> None:
+    """For ``sweep_gap_s`` after a sweep was sent the tailer reads nothing: what arrives
+    meanwhile goes out as one batch, not as a queue of one-message tasks each waiting for the
+    one before. Tasks still running hold nothing after the gap."""
     fake = FakeStreams()
     fake.add_shard("A")
     fake.put("A", 1)
     now = [0.0]
-    t, _, sink = tailer(fake, coalesce_s=0.5, clock=lambda: now[0])
-    sink.fulltext_running = True
+    t, _, sink = tailer(fake, sweep_gap_s=0.25, clock=lambda: now[0])
+    sink.running = True
     assert t.poll_once() == 1
-    fake.put("A", 1)
-    assert t.coalescing() and t.poll_once() == 0  # its full text still runs: held
-    now[0] = 0.6
-    assert not t.coalescing() and t.poll_once() == 1  # the window passed: read on
-    fake.put("A", 1)
-    sink.fulltext_running, sink.running = False, True  # full text answered, vectors run
-    assert not t.coalescing() and t.poll_once() == 1
+    fake.put("A", 2)
+    assert t.coalescing() and t.poll_once() == 0  # within the gap: held
+    now[0] = 0.3
+    assert not t.coalescing() and t.poll_once() == 2  # the gap passed: both, one sweep
     assert sink.sent == seqs(fake, "A")
 
 
