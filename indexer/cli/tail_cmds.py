@@ -17,6 +17,7 @@ from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
 from indexer.settings import Settings, get_settings
 from indexer.sources.tail import (
+    PAGE_LIMIT,
     ShardPositions,
     StartAt,
     StreamTailer,
@@ -111,7 +112,8 @@ def build_tailer(
         lambda: Ingestor(send, dead_letter, settings.batch_messages, lost=lost),
         lease=Lease(ddb, state, settings.table + (f"#{reader}" if reader else ""),
                     duration_s=lease_s),
-        options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage),
+        options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage,
+                            in_flight_batches=PAGE_LIMIT // settings.batch_messages + 1),
     )
 
 

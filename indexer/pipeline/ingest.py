@@ -274,6 +274,10 @@ class Ingestor:
         self.summary.waited = True
         return self.summary
 
+    def batches(self) -> int:
+        """Batches sent so far (each one task per stage it needs)."""
+        return len(self._sent)
+
     def done(self) -> bool:
         """Whether every task has answered, without waiting (the broker's result store); a
         task still unanswered is looked for among the lost ones, as :meth:`wait` does."""

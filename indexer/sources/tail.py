@@ -50,6 +50,7 @@ class Sink(Protocol):
     def feed_together(self, items: list[RawRecord]) -> None: ...
     def wait(self, timeout_s: float = ...) -> Any: ...
     def done(self) -> bool: ...
+    def batches(self) -> int: ...
 
 
 class ShardPositions(Protocol):
@@ -135,6 +136,9 @@ class TailOptions:
     # sent whole). 0: each sweep applied before the next is read. Counted in records, not
     # batches: at a trickle each sweep is a batch of one or two messages.
     in_flight: int = PAGE_LIMIT
+    # ... and batches: at most about one page of batches in the queues however small the
+    # sweeps (``sidecar tail`` sets PAGE_LIMIT // SIDECAR_BATCH_MESSAGES + 1).
+    in_flight_batches: int = PAGE_LIMIT // 64 + 1
     # After a sweep is sent, the next is read ``sweep_gap_s`` later at the earliest: records
     # arriving meanwhile make one batch instead of a queue of small tasks, each waiting for
     # the one before (and a shard is read at most 4 times a second, as Lambda polls it).
@@ -270,7 +274,9 @@ class StreamTailer:
         while self._flight:
             sweep = self._flight[0]
             records = sum(page.size() for s in self._flight for _, page in s.pages)
-            if records <= limit and sweep.sink is not None and not sweep.sink.done():
+            batches = sum(s.sink.batches() for s in self._flight if s.sink is not None)
+            if (records <= limit and batches <= self._batch_limit(limit)
+                    and sweep.sink is not None and not sweep.sink.done()):
                 return
             try:
                 if sweep.sink is not None:
@@ -288,6 +294,9 @@ class StreamTailer:
                 return
             self._flight.popleft()
             self.applied += sum(page.size() for _, page in sweep.pages)
+
+    def _batch_limit(self, limit: int) -> int:
+        return self._opt.in_flight_batches if limit else 0
 
     def _discover(self, *, first: bool) -> None:
         now = self._opt.clock()

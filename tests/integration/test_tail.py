@@ -136,6 +136,9 @@ class FakeSink:
     def done(self) -> bool:
         return not self._owner.running
 
+    def batches(self) -> int:
+        return 1
+
 
 def tailer(
     fake: FakeStreams, store: FakeCheckpoints | None = None, **opts: Any
