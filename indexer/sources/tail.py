@@ -207,7 +207,7 @@ class StreamTailer:
         if self._opt.clock() >= self._next_discovery:
             self._discover(first=self._fresh)
         if self.coalescing():
-            self._settle(self._opt.in_flight)
+            self._settle()
             return 0
         swept = [shard for shard in list(self._shards.values())
                  if self._ready(shard) and self._take_page(shard)]
@@ -226,7 +226,7 @@ class StreamTailer:
             elif not self._flight:  # empty pages of open shards: no position to commit
                 for shard, page in pages:
                     self._observe_lag(shard.shard_id, page)
-        self._settle(self._opt.in_flight)
+        self._settle()
         return read
 
     def coalescing(self) -> bool:
@@ -266,17 +266,19 @@ class StreamTailer:
             shard.not_before = self._opt.clock() + self._opt.idle_s
         return shard, _Page(page.records[-1:], page.next_iterator, len(page.records))
 
-    def _settle(self, limit: int) -> None:
+    def _settle(self, *, drain: bool = False) -> None:
         """Commit, oldest first, every sweep whose tasks have all answered, waiting for the
-        oldest while more than ``limit`` records are in flight. A sweep that fails now (a vectors
+        oldest while more than ``in_flight`` records or ``in_flight_batches`` batches are in
+        flight (``drain``: for every sweep). A sweep that fails now (a vectors
         task's error, the broker lost) sends the tailer back to its checkpoints: the sweeps
         after it were read on from positions not yet committed."""
         while self._flight:
             sweep = self._flight[0]
             records = sum(page.size() for s in self._flight for _, page in s.pages)
             batches = sum(s.sink.batches() for s in self._flight if s.sink is not None)
-            if (records <= limit and batches <= self._batch_limit(limit)
-                    and sweep.sink is not None and not sweep.sink.done()):
+            within = (not drain and records <= self._opt.in_flight
+                      and batches <= self._opt.in_flight_batches)
+            if within and sweep.sink is not None and not sweep.sink.done():
                 return
             try:
                 if sweep.sink is not None:
@@ -294,9 +296,6 @@ class StreamTailer:
                 return
             self._flight.popleft()
             self.applied += sum(page.size() for _, page in sweep.pages)
-
-    def _batch_limit(self, limit: int) -> int:
-        return self._opt.in_flight_batches if limit else 0
 
     def _discover(self, *, first: bool) -> None:
         now = self._opt.clock()
@@ -460,7 +459,7 @@ class StreamTailer:
                 if not self.poll_once():
                     stop.wait(self._gap_left() or self._opt.idle_s / 2)
             if release and self._loaded:
-                self._settle(0)  # a clean stop commits what is in flight
+                self._settle(drain=True)  # a clean stop commits what is in flight
         finally:
             finished.set()
             if beat is not None:

@@ -1,5 +1,5 @@
-"""An eventually consistent first read (a replay's, and the live path's by default); the strong verify read after each write
-keeps the result exact (pure: the table and the index are dictionaries)."""
+"""An eventually consistent first read (a replay's, and the live path's by default): the
+strong verify read after each write keeps the result exact (pure: the table and the index are dictionaries)."""
 
 from __future__ import annotations
 
