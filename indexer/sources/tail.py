@@ -124,7 +124,10 @@ def is_transient(exc: BaseException) -> bool:
 class TailOptions:
     start_at: StartAt = "trim_horizon"
     discover_every_s: float = 1.0
-    idle_s: float = 0.5
+    # A shard whose last page was empty is read again ``idle_s`` later: with the sweep gap,
+    # a shard is read at most 4 times a second, as a Lambda event-source mapping polls it
+    # (``sidecar tail`` doubles both for a reader of one stage: two readers share a shard).
+    idle_s: float = 0.25
     apply_timeout_s: float = 900.0
     backoff_base_s: float = 0.5
     backoff_cap_s: float = 30.0
@@ -242,6 +245,18 @@ class StreamTailer:
         if newest is None or newest.sink is None:
             return 0.0
         return max(0.0, newest.sent_at + self._opt.sweep_gap_s - self._opt.clock())
+
+    def pause(self) -> float:
+        """How long an idle loop sleeps: until the sweep gap ends, else until the first shard
+        is due again (``idle_s`` at most), so a record written just after an empty read waits
+        ``idle_s``, not ``idle_s`` plus a loop tick. Never under 10 ms."""
+        gap = self._gap_left()
+        if gap > 0:
+            return gap
+        now = self._opt.clock()
+        due = [shard.not_before - now for shard in self._shards.values()
+               if not (shard.checkpoint.done or shard.read_all)]
+        return max(0.01, min([self._opt.idle_s, *due]))
 
     def _take_page(self, shard: _Shard) -> bool:
         """Read the shard's next page unless one is pending; False when reading failed."""
@@ -457,7 +472,7 @@ class StreamTailer:
                     stop.wait(0.2)
                     continue
                 if not self.poll_once():
-                    stop.wait(self._gap_left() or self._opt.idle_s / 2)
+                    stop.wait(self.pause())
             if release and self._loaded:
                 self._settle(drain=True)  # a clean stop commits what is in flight
         finally:

@@ -271,6 +271,24 @@ def test_the_next_sweep_waits_its_gap_and_gathers_what_arrived() -> None:
     assert sink.sent == seqs(fake, "A")
 
 
+def test_an_idle_tailer_sleeps_until_a_shard_is_due_not_a_tick_longer() -> None:
+    """After an empty page the shard is read again ``idle_s`` later, and the loop sleeps
+    exactly until then: a record written just after an empty read waits ``idle_s`` (0.25 s
+    for ``sidecar tail``), not ``idle_s`` plus half of it (the loop's old tick)."""
+    fake = FakeStreams()
+    fake.add_shard("A")
+    now = [0.0]
+    t, _, _ = tailer(fake, idle_s=0.25, clock=lambda: now[0])
+    assert t.poll_once() == 0  # an empty page: A is due at 0.25
+    now[0] = 0.1
+    assert t.pause() == pytest.approx(0.15)
+    fake.put("A", 1)
+    assert t.poll_once() == 0  # not due yet: nothing read
+    now[0] = 0.25
+    assert t.pause() == pytest.approx(0.01)  # due: the floor, never a busy loop
+    assert t.poll_once() == 1
+
+
 def test_a_sweep_failing_in_flight_sends_the_tailer_back_to_its_checkpoints() -> None:
     fake, store, (t, applied, sink) = _two_sweeps_in_flight(in_flight=8)
     sink.running, sink.fail = False, 1  # the oldest sweep's vectors task fails
