@@ -49,6 +49,11 @@ _DATE_SORT: list[Query] = [
 ]
 
 
+# What a hit is read for (search_api.candidates); the page's rows come from DynamoDB. Not the
+# body: hybrid's 100 candidates carried up to 100 bodies of up to 400 KB each, unread.
+HIT_FIELDS = ("message_key", "thread_key", "ts")
+
+
 def _relaxed(nodes: Sequence[Node], any_words: str) -> list[Node | Query]:
     """The top-level nodes with their bare words made one clause: any ``any_words`` of them
     (an OpenSearch ``minimum_should_match``), each word scored as in the strict query."""
@@ -132,7 +137,8 @@ def build_search_body(
         raise ValueError(f"offset + size must stay within {MAX_RESULT_WINDOW}")
     query = build_query(node, mailbox_id, any_words=any_words)
     sort = sort_spec(sort_by_date=sort_by_date)
-    body: Query = {"query": query, "size": size, "sort": sort, "track_total_hits": TOTAL_HITS_CAP}
+    body: Query = {"query": query, "size": size, "sort": sort, "track_total_hits": TOTAL_HITS_CAP,
+                   "_source": list(HIT_FIELDS)}
     if highlight:
         body["highlight"] = highlight_spec(node)
     # The highlighter's query is run too (over every fetched hit): it counts in the bound.

@@ -135,6 +135,16 @@ BULK = [
     for i in range(510)
 ]
 
+# A build log longer than the highlighter reads (search_api.query.highlight.HIGHLIGHT_MAX_CHARS).
+LONG = mail(
+    2000,
+    "Nightly build log",
+    "Kestrel builder started. " + "compiling module ok. " * 1200 + "zebrafish failed at the end.",
+    sender=("CI", "ci@example.com"),
+    to=["x@example.com"],
+    day=12,
+)
+
 
 def key(n: int) -> str:
     return hashlib.sha256(f"<msg{n}@example.org>".encode()).hexdigest()
@@ -156,7 +166,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
 def _running(settings: Settings, tmp: Path, mailbox_a: str, mailbox_b: str) -> Iterator[Api]:
     for running in start_api(settings, tmp, mailbox_a, mailbox_b):
         store_all(settings, mailbox_a, [*MAILBOX, SHARED])
-        store_all(settings, mailbox_b, [SHARED, *BULK])
+        store_all(settings, mailbox_b, [SHARED, *BULK, LONG])
         index_all(settings, tmp)
         yield running
 
@@ -222,6 +232,21 @@ def test_hits_are_joined_to_hot_rows_never_bcc(api: Api) -> None:
         "</mark> <mark>", " "
     )
     assert "hidden-bcc" not in body.text and "bcc" not in body.text
+
+
+def test_a_match_beyond_the_highlighters_reach_is_found_with_the_body_opening(api: Api) -> None:
+    """Snippets come from a body's first 20,000 characters: a word only further down still
+    finds its message (ranked as ever), whose snippet is then the body's opening, unmarked;
+    a word near the top is marked as before. No error either way."""
+    assert len(LONG["content"]["clean"]) > 25_000
+    far = api.search("zebrafish", token=TOKEN_B, mailbox=api.mailbox_b)
+    assert far.status_code == 200, far.text
+    [hit] = far.json()["hits"]
+    assert hit["message_key"] == key(2000)
+    assert hit["highlights"]["clean"][0].startswith("Kestrel builder started")
+    assert "<mark>" not in " ".join(hit["highlights"]["clean"])
+    near = api.search("kestrel", token=TOKEN_B, mailbox=api.mailbox_b).json()["hits"]
+    assert "<mark>Kestrel</mark>" in " ".join(near[0]["highlights"]["clean"])
 
 
 def test_access_control(api: Api) -> None:

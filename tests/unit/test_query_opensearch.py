@@ -324,7 +324,10 @@ def test_relevance_body() -> None:
     assert body["track_total_hits"] == 1000
     assert body["highlight"] == highlight_spec(parse("budget"))
     assert "search_after" not in body and "collapse" not in body and "from" not in body
-    assert "_source" not in body
+    # Only what a hit is read for: never the body (hybrid fetches 100 candidates).
+    assert body["_source"] == ["message_key", "thread_key", "ts"]
+    # The highlighter reads a bounded prefix of each field, whatever its size.
+    assert body["highlight"]["max_analyzer_offset"] == 20_000
 
 
 def test_date_body_with_cursor() -> None:
