@@ -105,6 +105,7 @@ def build_tailer(
             write_dead_letter(item, reason)
 
     before = [ShardCheckpointStore(ddb, state, arn, r) for r in PREDECESSORS[reader]]
+    poll_s = _poll_every(stage)
     return StreamTailer(
         aws.client(settings, "dynamodbstreams"),
         arn,
@@ -114,7 +115,7 @@ def build_tailer(
                     duration_s=lease_s),
         options=TailOptions(start_at=start_at, renew_every_s=renew_s, reader=stage,
                             in_flight_batches=PAGE_LIMIT // settings.batch_messages + 1,
-                            idle_s=_poll_every(stage), sweep_gap_s=_poll_every(stage)),
+                            idle_s=poll_s, sweep_gap_s=poll_s),
     )
 
 

@@ -255,7 +255,7 @@ class StreamTailer:
             return gap
         now = self._opt.clock()
         due = [shard.not_before - now for shard in self._shards.values()
-               if not (shard.checkpoint.done or shard.read_all)]
+               if not self._blocked(shard)]
         return max(0.01, min([self._opt.idle_s, *due]))
 
     def _take_page(self, shard: _Shard) -> bool:
@@ -345,10 +345,15 @@ class StreamTailer:
         return shard
 
     def _ready(self, shard: _Shard) -> bool:
-        if shard.checkpoint.done or shard.read_all or shard.not_before > self._opt.clock():
-            return False
+        return not self._blocked(shard) and shard.not_before <= self._opt.clock()
+
+    def _blocked(self, shard: _Shard) -> bool:
+        """Not to be read whatever the time: finished, its last page in flight, or its
+        parent not read to its end yet."""
+        if shard.checkpoint.done or shard.read_all:
+            return True
         parent = self._shards.get(shard.parent_id) if shard.parent_id else None
-        return parent is None or parent.checkpoint.done
+        return parent is not None and not parent.checkpoint.done
 
     def _read(self, shard: _Shard) -> _Page:
         if shard.iterator is None:
