@@ -33,6 +33,7 @@ from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from search_api.limits import ExpensiveGate
+from search_api.query.more_like_this import LIKED_BODY_ANALYZER
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 
 T = TypeVar("T")
@@ -40,6 +41,9 @@ T = TypeVar("T")
 # searches within it; the collection a move leaves is kept for rollback, so they still
 # answer, from a consistent pair). The embedded store's aliases are in memory: asked always.
 READ_TARGET_TTL_S = 2.0
+# How long the read index is taken to have (or lack) the liked-body analyzer: a reindex that
+# adds it is used within this; a rollback to an index without it is read whole after it.
+LIKED_ANALYZER_TTL_S = 10.0
 
 
 class BackendUnavailable(TransientError):
@@ -90,6 +94,7 @@ class Backends:
         self._batchers: dict[int, QueryBatcher] = {}  # by id of the (cached) embedder
         self._legs = ThreadPoolExecutor(max_workers=16, thread_name_prefix="search-leg")
         self._target: tuple[float, ReadTarget] | None = None
+        self._liked: tuple[float, str | None] | None = None
 
     def concurrently(
         self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
@@ -110,6 +115,19 @@ class Backends:
         to OpenSearch."""
         with naming("opensearch"):
             return self.opensearch.search(mailbox, body, budget_ms=self.settings.search_timeout_ms)
+
+    def liked_body_analyzer(self) -> str | None:
+        """The analyzer "similar" reads a liked body with, where every index behind the read
+        alias defines it (mapping version 5 on), else None (the whole body, as before); asked
+        of the cluster once per :data:`LIKED_ANALYZER_TTL_S`."""
+        now = time.monotonic()
+        known = self._liked
+        if known is not None and now - known[0] < LIKED_ANALYZER_TTL_S:
+            return known[1]
+        with naming("opensearch"):
+            found = self.opensearch.has_analyzer(LIKED_BODY_ANALYZER)
+        self._liked = (now, LIKED_BODY_ANALYZER if found else None)
+        return self._liked[1]
 
     def require_vectors(self) -> None:
         """503 at once on a replica that never opens the store (before embedding a query)."""

@@ -61,8 +61,11 @@ def by_terms(
     *,
     size: int,
     fields: tuple[str, ...] = MLT_FIELDS,
+    liked_analyzer: str | None = None,
 ) -> list[Candidate]:
-    """OpenSearch ``more_like_this`` (BM25 over the message's distinctive terms)."""
+    """OpenSearch ``more_like_this`` (BM25 over the message's distinctive terms);
+    ``liked_analyzer``: the read index's analyzer for the message's own body, if it has one
+    (:meth:`Backends.liked_body_analyzer`)."""
     body = more_like_this_body(
         # The read alias (the index's name in settings, as factories builds it): known
         # without reaching the cluster, so its failure is the search's, whose door names it.
@@ -72,6 +75,7 @@ def by_terms(
         thread_key=thread_key,
         size=size,
         fields=fields,
+        liked_analyzer=liked_analyzer,
     )
     return legs.fulltext(backends, ref.mailbox_id, body)
 
@@ -92,7 +96,9 @@ def similar(
     ``forai``) gets no vector neighbours; hybrid then falls back to its terms."""
     depth = max(limit, tuning.depth) if method == "hybrid" else limit
     # The legs run side by side: the term queries on other threads, the vector leg here.
-    terms = (backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth)
+    liked = backends.liked_body_analyzer() if method != "vector" else None
+    terms = (backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,
+                                   liked_analyzer=liked)
              if method != "vector" else None)
     subject = (
         backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,

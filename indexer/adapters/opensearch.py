@@ -45,7 +45,7 @@ from indexer.settings import Settings
 
 MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 4  # mappings/messages-v4.json (mailbox-local ranking); older stay for reindex
+MAPPING_VERSION = 5  # mappings/messages-v5.json (v4 + liked-body analyzer); older kept for reindex
 
 
 @lru_cache(maxsize=8)
@@ -251,6 +251,24 @@ class OpenSearchIndex:
             name: sorted(i for i, v in found.items() if name in v.get("aliases", {}))
             for name in (self.alias, self.write_alias)
         }
+
+    def has_analyzer(self, name: str) -> bool:
+        """Whether every index behind the read alias defines the analyzer ``name`` (what a newer
+        mapping version adds, used only where the index has it). No index, or a cluster that
+        does not serve ``_settings`` (a serverless collection may not): False."""
+        try:
+            found = self.client.indices.get_settings(
+                index=self.alias, name=f"index.analysis.analyzer.{name}.type")
+        except NotFoundError:
+            return False
+        except Exception as exc:
+            if client_error(exc):
+                return False
+            core = _core_error(exc, "opensearch")
+            if core is not None:
+                raise core from exc
+            raise
+        return bool(found) and all(member.get("settings") for member in found.values())
 
     def write_targets(self) -> list[str]:
         """Indices every write goes to: the read alias's and the write alias's members.

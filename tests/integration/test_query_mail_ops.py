@@ -93,3 +93,28 @@ def test_more_like_this_is_confined_to_the_mailbox_and_names_the_source_by_id() 
     assert own_thread["query"]["bool"]["must_not"] == [{"ids": {"values": ["d1"]}}]
     with pytest.raises(ValueError):
         more_like_this_body(index="mail", doc_id="d1", mailbox_id="", thread_key=None, size=5)
+
+
+def test_a_liked_analyzer_reads_only_the_source_s_body() -> None:
+    from search_api.query.more_like_this import LIKED_BODY_ANALYZER, more_like_this_body
+
+    def like(fields: tuple[str, ...]) -> dict[str, Any]:
+        body = more_like_this_body(index="mail", doc_id="d1", mailbox_id="m", thread_key=None,
+                                   size=5, fields=fields, liked_analyzer=LIKED_BODY_ANALYZER)
+        return dict(body["query"]["bool"]["must"][0]["more_like_this"]["like"][0])
+
+    assert like(("subject", "clean"))["per_field_analyzer"] == {"clean": LIKED_BODY_ANALYZER}
+    assert "per_field_analyzer" not in like(("subject",))  # no body compared: nothing to read
+
+
+def test_the_current_mapping_defines_the_liked_body_analyzer() -> None:
+    from indexer.adapters.opensearch import MAPPING_VERSION, mapping_file
+    from search_api.query.more_like_this import LIKED_BODY_ANALYZER
+
+    analysis = mapping_file(MAPPING_VERSION)["template"]["settings"]["analysis"]
+    liked = analysis["analyzer"][LIKED_BODY_ANALYZER]
+    body = analysis["analyzer"]["mail_text"]
+    # The body's own analysis behind a limit: the same terms, only fewer of them.
+    assert liked["tokenizer"] == body["tokenizer"]
+    assert liked["filter"][1:] == body["filter"]
+    assert analysis["filter"][liked["filter"][0]] == {"type": "limit", "max_token_count": 2000}

@@ -37,7 +37,11 @@ from search_api.query import (
     parse,
     vector_filter,
 )
-from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
+from search_api.query.more_like_this import (
+    LIKED_BODY_ANALYZER,
+    MLT_FIELDS,
+    more_like_this_body,
+)
 from search_api.service import DEPTH, HYBRID
 from search_api.similar import DEFAULT_TUNING
 from search_api.vector_search import to_filter
@@ -119,6 +123,9 @@ def raw_calls(
         return True
 
     threads = {m.ref.message_key: m.thread_key for m in own}
+    # Asked once, as the API caches it (its answer is the read index's mapping).
+    liked = (LIKED_BODY_ANALYZER
+             if factories.fulltext_index(settings).has_analyzer(LIKED_BODY_ANALYZER) else None)
 
     def more_like_this(key: str) -> bool:
         """The two ``more_like_this`` queries the API's (fused) similar mode adds."""
@@ -127,6 +134,7 @@ def raw_calls(
             body = more_like_this_body(
                 index=index.alias, doc_id=point_id(MessageRef(mb, key)), mailbox_id=mb,
                 thread_key=threads.get(key), size=DEFAULT_TUNING.depth, fields=fields,
+                liked_analyzer=liked,
             )
             index.client.search(index=index.alias, body=body, routing=mb)
         return True
