@@ -102,7 +102,7 @@ def index_all(settings: Settings, tmp: Path) -> None:
     summary = ingest_files(settings, [str(records)], timeout=600)
     assert summary.dead_lettered == 0, summary
     # Indexed is not yet searchable: a write shows in searches after the index's next refresh
-    # (refresh_interval 1 s), and ingest can now finish within that second.
+    # (refresh_interval, 500 ms by default), and ingest can now finish within it.
     factories.fulltext_index(settings).refresh()
 
 

@@ -71,7 +71,8 @@ def build_client(settings: Settings) -> OpenSearch:
     """
     return SidecarOpenSearch(
         Distribution(settings.opensearch_shards, settings.opensearch_replicas,
-                     settings.opensearch_wait_for_active_shards),
+                     settings.opensearch_wait_for_active_shards,
+                     settings.opensearch_refresh_interval),
         hosts=settings.opensearch_hosts,
         timeout=30,
         max_retries=2,
@@ -188,9 +189,9 @@ class OpenSearchIndex:
     def _distributed(self, template: Mapping[str, Any]) -> dict[str, Any]:
         return cluster.with_distribution(template, distribution(self.client))
 
-    def _align_replicas(self, indices: Sequence[str]) -> None:
+    def _align_settings(self, indices: Sequence[str]) -> None:
         if not self.serverless:
-            cluster.align_replicas(self._call, self.client, indices)
+            cluster.align_settings(self._call, self.client, indices)
 
     def create_index(self, version: int) -> str:
         """Create ``<alias>-v<version>`` from its template, in no alias (idempotent)."""
@@ -216,7 +217,7 @@ class OpenSearchIndex:
         self.put_template(version)
         current = self.aliases()[self.alias]
         if current:
-            self._align_replicas(current)
+            self._align_settings(current)
             return current[0]
         name = self.create_index(version)
         self._call(

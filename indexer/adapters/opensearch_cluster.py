@@ -1,5 +1,5 @@
-"""What a cluster changes for the OpenSearch adapter: the shards and replicas of the indices
-the sidecar creates, and the copies a bulk write waits for (issue 26).
+"""What a cluster changes for the OpenSearch adapter: the shards, replicas and refresh interval
+of the indices the sidecar creates, and the copies a bulk write waits for (issue 26).
 
 The numbers travel with the client (:class:`SidecarOpenSearch`, made by
 :func:`~indexer.adapters.opensearch.build_client`), like the serverless mode travels with its
@@ -16,7 +16,7 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-__all__ = ["Distribution", "SidecarOpenSearch", "align_replicas", "distribution",
+__all__ = ["Distribution", "SidecarOpenSearch", "align_settings", "distribution",
            "with_distribution"]
 
 
@@ -27,11 +27,12 @@ class Distribution:
     Carried by the client (like the serverless mode by its signer), so every place that
     builds an :class:`OpenSearchIndex` from a client — the pipeline, reindex, tests, tools —
     creates its indices alike. The default is the mapping files' single node: 1 shard, 0
-    replicas."""
+    replicas, a refresh every half second (``SIDECAR_OPENSEARCH_REFRESH_INTERVAL``)."""
 
     shards: int = 1
     replicas: int = 0
     wait_for_active_shards: str = "1"
+    refresh_interval: str = "500ms"
 
 
 class SidecarOpenSearch(OpenSearch):
@@ -50,23 +51,26 @@ def distribution(client: OpenSearch) -> Distribution:
 
 
 def with_distribution(template: Mapping[str, Any], spread: Distribution) -> dict[str, Any]:
-    """A mapping file's template body with these shards and replicas."""
+    """A mapping file's template body with these shards, replicas and refresh interval."""
     settings = {**template.get("settings", {}), "number_of_shards": spread.shards,
-                "number_of_replicas": spread.replicas}
+                "number_of_replicas": spread.replicas,
+                "refresh_interval": spread.refresh_interval}
     return {**template, "settings": settings}
 
 
-def align_replicas(call: Callable[..., Any], client: OpenSearch, indices: Sequence[str]) -> None:
-    """Existing indices take the configured replica count: a live change (unlike the shard
-    count, which only a reindex changes), so raising replicas needs no reindex. ``call`` is
-    the adapter's error-classifying wrapper."""
+def align_settings(call: Callable[..., Any], client: OpenSearch, indices: Sequence[str]) -> None:
+    """Existing indices take the configured replica count and refresh interval: live changes
+    (unlike the shard count, which only a reindex changes), so neither needs a reindex.
+    ``call`` is the adapter's error-classifying wrapper."""
     if not indices:
         return
-    wanted = str(distribution(client).replicas)
+    spread = distribution(client)
+    wanted = {"number_of_replicas": str(spread.replicas),
+              "refresh_interval": spread.refresh_interval}
     found = call(client.indices.get_settings, index=",".join(indices),
-                 name="index.number_of_replicas")
-    stale = [name for name, body in found.items()
-             if body["settings"]["index"]["number_of_replicas"] != wanted]
-    if stale:
-        call(client.indices.put_settings, index=",".join(stale),
-             body={"index": {"number_of_replicas": int(wanted)}})
+                 name="index.number_of_replicas,index.refresh_interval")
+    for name, body in found.items():
+        have = body["settings"]["index"]
+        changed = {key: value for key, value in wanted.items() if have.get(key) != value}
+        if changed:
+            call(client.indices.put_settings, index=name, body={"index": changed})

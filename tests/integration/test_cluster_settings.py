@@ -53,6 +53,22 @@ def test_ensure_aligns_the_replica_count_of_an_existing_index(alias: str) -> Non
     assert _index_settings(back)["number_of_replicas"] == "0"
 
 
+def test_the_refresh_interval_is_set_on_new_and_existing_indices(alias: str) -> None:
+    index = OpenSearchIndex(build_client(Settings()), alias)
+    index.ensure()
+    assert _index_settings(index)["refresh_interval"] == "500ms"  # the default
+    OpenSearchIndex(build_client(Settings(opensearch_refresh_interval="1s")), alias).ensure()
+    assert _index_settings(index)["refresh_interval"] == "1s"  # applied live, no reindex
+
+
+def test_a_refresh_interval_must_be_a_positive_time() -> None:
+    from pydantic import ValidationError
+
+    for bad in ("-1", "0s", "1", "1h", "fast"):
+        with pytest.raises(ValidationError):
+            Settings(opensearch_refresh_interval=bad)
+
+
 def test_a_comma_list_of_hosts_is_one_client_over_each() -> None:
     settings = Settings(opensearch_url="http://127.0.0.1:9200, http://127.0.0.1:9200/")
     client = build_client(settings)

@@ -4,9 +4,9 @@ as processes — every message searchable in both indexes, and the time from the
 to searchable within a regression bound.
 
 The targets (full-text p99 < 2 s, vectors p99 < 5 s at 5 messages/s) are printed as met or
-not, not asserted: on this 2-core machine they are not met yet (full text waits for the page's
-embedding under the default ``--stage all``; ``docs/benchmarks.md``, "Freshness"), and a test
-that fails on every run would only hide a regression. The bounds below are about 2.5 x what
+not, not asserted: 20 s of writing is too short a run for a p99 on this noisy 2-core machine
+(the 2-minute runs of ``docs/benchmarks.md``, "Freshness", measure them), and a test that
+fails on a slow run would only hide a regression. The bounds below are about 2.5 x what
 a lightly loaded run here measured (full text p99 5.9 s, vectors 5.3 s at load 2.7)."""
 
 from __future__ import annotations
@@ -31,16 +31,17 @@ REGRESSION_P99_S = {"fulltext": 15.0, "vectors": 20.0}  # from the store's write
 
 
 def test_breakdown_parts_add_up() -> None:
-    """One message, two pages: it waited for the earlier page, then queue, task, refresh."""
+    """One message: stream (to its first task), queue, task, refresh; a later task naming it
+    again does not count."""
     ref = ("a@x.org", "k1")
     tasks = {
-        "early": Task("fulltext", [("a@x.org", "k0")], published=9.0, started=9.0, ended=10.4),
         "t": Task("fulltext", [ref], published=10.5, started=10.6, ended=10.9),
+        "again": Task("fulltext", [ref], published=11.0, started=11.0, ended=11.2),
     }
     got = breakdown([Written(ref, 9.9, 9.95, 10.0)], {ref: 11.5}, tasks, "fulltext")
     assert got["total"]["p99_s"] == pytest.approx(1.5)
     assert got["stream"]["p99_s"] == pytest.approx(0.5)
-    assert got["busy"]["p99_s"] == pytest.approx(0.4)  # until the earlier page ended
+    assert "busy" not in got  # an inference of a wait the tailer no longer makes: not reported
     assert got["queue"]["p99_s"] == pytest.approx(0.1)
     assert got["task"]["p99_s"] == pytest.approx(0.3)
     assert got["visible"]["p99_s"] == pytest.approx(0.6)

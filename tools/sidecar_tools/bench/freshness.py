@@ -19,7 +19,7 @@ host, one clock):
 The breakdown comes from Celery's own signals, recorded in the tailer and the workers by
 :mod:`sidecar_tools.bench.freshness_probe`, and from the tasks' own results: *stream* (written →
 the tailer published the first task naming the message: the stream, the tailer's idle poll,
-the page it was still waiting on, decode and plan), *queue* (published → a worker started it),
+the gap between its sweeps, decode and plan), *queue* (published → a worker started it),
 *task* (the worker's whole sync: table reads, bulk or upsert, verify, and for vectors the
 embedding, which its result reports apart), *visible* (task end → searchable: OpenSearch's
 refresh plus the poll). Reads and writes inside a task are not timed apart by anything the
@@ -291,8 +291,8 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         "achieved_rate": len(written) / write_s if write_s > 0 else 0.0,
         "write_call": stats([w.ended - w.began for w in written]),
         "writer_late": stats(lateness),
-        "fulltext": breakdown(written, fulltext.found, tasks, "fulltext", opts.stage == "each"),
-        "vectors": breakdown(written, vector_seen, tasks, "vectors", opts.stage == "each"),
+        "fulltext": breakdown(written, fulltext.found, tasks, "fulltext"),
+        "vectors": breakdown(written, vector_seen, tasks, "vectors"),
         "load_1m": [round(load_before[0], 2), round(load_after[0], 2)],
         "cpus": os.cpu_count(),
         "poll_errors": dict(errors),

@@ -4,10 +4,8 @@ runs the processes and collects them). Pure: no engine, no process."""
 
 from __future__ import annotations
 
-import bisect
 import json
 import math
-from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -94,35 +92,11 @@ def stats(values: list[float]) -> dict[str, float]:
             "p99_s": percentile(values, 99), "max_s": max(values)}
 
 
-PAGE_GAP_S = 0.05  # tasks published further apart than this belong to different pages
-
-
-def busy_until(tasks: dict[str, Task], stage: str, each: bool) -> Callable[[float], float]:
-    """For a task published at ``t``: when the tasks of earlier pages had all ended — what the
-    tailer waited for before reading on (``--stage all``: both stages' tasks; ``each``: the
-    stage's own reader). Pages are told apart by publish time (``PAGE_GAP_S``)."""
-    scope = sorted((t.published, t.ended if t.ended is not None else t.published)
-                   for t in tasks.values()
-                   if t.published is not None and (not each or t.stage == stage))
-    published = [p for p, _ in scope]
-    running, latest = [], -math.inf
-    for _, end in scope:
-        latest = max(latest, end)
-        running.append(latest)
-
-    def until(t: float) -> float:
-        n = bisect.bisect_left(published, t - PAGE_GAP_S)
-        return running[n - 1] if n else -math.inf
-
-    return until
-
-
 def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str, Task],
-              stage: str, each: bool = False) -> dict[str, Any]:
+              stage: str) -> dict[str, Any]:
     """Per message of ``stage``: total and its parts (see the module docstring)."""
     first = first_tasks(tasks, stage)
-    until = busy_until(tasks, stage, each)
-    parts: dict[str, list[float]] = {k: [] for k in ("total", "stream", "busy", "queue", "task",
+    parts: dict[str, list[float]] = {k: [] for k in ("total", "stream", "queue", "task",
                                                      "embed", "visible")}
     missing = 0
     for w in written:
@@ -137,8 +111,6 @@ def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str
         if task is None or task.published is None:
             continue
         parts["stream"].append(task.published - w.ended)
-        parts["busy"].append(min(task.published, max(w.ended, until(task.published)))
-                             - w.ended)
         if task.started is not None:
             parts["queue"].append(task.started - task.published)
             if task.ended is not None:
@@ -158,7 +130,6 @@ def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str
 # -- the report -------------------------------------------------------------------------------
 
 PARTS = (("stream", "stream: written → task published"),
-         ("busy", "of it: tailer waiting on an earlier page"),
          ("queue", "queue: published → worker starts"),
          ("task", "task: read + bulk/upsert + verify"),
          ("embed", "of it: embedding"),

@@ -18,7 +18,8 @@ from indexer.settings import Settings
 SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Mail store and AWS", ("table", "state_table", "aws_", "dynamodb", "s3_", "export_")),
     ("OpenSearch", ("opensearch_url", "opensearch_shards", "opensearch_replicas",
-                    "opensearch_wait", "opensearch_index", "opensearch_auth",
+                    "opensearch_wait", "opensearch_refresh", "opensearch_index",
+                    "opensearch_auth",
                     "opensearch_aws", "opensearch_visible", "opensearch_user",
                     "opensearch_pass", "opensearch_verify", "opensearch_ca",
                     "opensearch_pool", "search_timeout")),
