@@ -96,9 +96,8 @@ def similar(
     ``forai``) gets no vector neighbours; hybrid then falls back to its terms."""
     depth = max(limit, tuning.depth) if method == "hybrid" else limit
     # The legs run side by side: the term queries on other threads, the vector leg here.
-    liked = backends.liked_body_analyzer() if method != "vector" else None
     terms = (backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,
-                                   liked_analyzer=liked)
+                                   liked_analyzer=backends.liked_body_analyzer())
              if method != "vector" else None)
     subject = (
         backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,

@@ -258,16 +258,11 @@ class OpenSearchIndex:
         mapping version adds, used only where the index has it). No index, or a cluster that
         does not serve ``_settings`` (a serverless collection may not): False."""
         try:
-            found = self.client.indices.get_settings(
-                index=self.alias, name=f"index.analysis.analyzer.{name}.type")
-        except NotFoundError:
-            return False
-        except Exception as exc:
+            found = self._call(self.client.indices.get_settings, index=self.alias,
+                               name=f"index.analysis.analyzer.{name}.type")
+        except TransportError as exc:  # a refusal, 404 (no index yet) included
             if client_error(exc):
                 return False
-            core = _core_error(exc, "opensearch")
-            if core is not None:
-                raise core from exc
             raise
         return bool(found) and all(member.get("settings") for member in found.values())
 

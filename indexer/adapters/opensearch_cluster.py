@@ -26,8 +26,8 @@ class Distribution:
     waits for (``SIDECAR_OPENSEARCH_SHARDS``/``_REPLICAS``/``_WAIT_FOR_ACTIVE_SHARDS``).
     Carried by the client (like the serverless mode by its signer), so every place that
     builds an :class:`OpenSearchIndex` from a client — the pipeline, reindex, tests, tools —
-    creates its indices alike. The default is the mapping files' single node: 1 shard, 0
-    replicas, a refresh every half second (``SIDECAR_OPENSEARCH_REFRESH_INTERVAL``)."""
+    creates its indices alike. The default is the mapping files' single node (1 shard, 0
+    replicas) refreshed every half second, ``SIDECAR_OPENSEARCH_REFRESH_INTERVAL``'s default."""
 
     shards: int = 1
     replicas: int = 0

@@ -19,11 +19,11 @@ from typing import Any
 
 from search_api.query.opensearch import MAILBOX_FIELD
 
+BODY_FIELD = "clean"
 # The stemmed subject (without Re:/[tag] prefixes) and the body: what a message is about.
-MLT_FIELDS = ("subject", "clean")
+MLT_FIELDS = ("subject", BODY_FIELD)
 # The analyzer of mappings/messages-v5.json that reads a liked body's first 2,000 tokens.
 LIKED_BODY_ANALYZER = "mail_text_liked"
-BODY_FIELD = "clean"
 
 
 def more_like_this_body(
