@@ -339,7 +339,10 @@ class Settings(BaseSettings):
         default=None, description="Required `iss` of JWT bearer tokens (required with a JWKS)."
     )
     api_jwt_audience: str | None = Field(
-        default=None, description="Required `aud` of JWT bearer tokens (required with a JWKS)."
+        default=None,
+        description="The audience JWT bearer tokens must name (required with a JWKS): their "
+        "`aud`, or for a Cognito access token (`token_use: access`, no `aud`) its `client_id` "
+        "(the app client's id).",
     )
     api_jwt_mailboxes_claim: str = Field(
         default="mailboxes",
@@ -354,6 +357,12 @@ class Settings(BaseSettings):
     )
     api_jwt_leeway_s: int = Field(
         default=30, ge=0, le=600, description="Clock skew allowed on exp/nbf/iat, in seconds."
+    )
+    api_jwt_max_lifetime_s: int = Field(
+        default=86_400, ge=60, le=31 * 86_400,
+        description="Longest a JWT may live, in seconds: `exp - iat`, and `exp` from now, at "
+        "most this (plus the leeway); `exp` must be a JSON number. A token minted to last "
+        "for ever (`exp: 1e20`) is refused. Cognito's tokens last 1 day at most.",
     )
     api_jwt_jwks_lifespan_s: int = Field(
         default=3600, ge=1, description="Seconds a fetched JWKS is used before it is fetched again."

@@ -4,7 +4,15 @@ Opaque tokens: only SHA-256 hashes are configured and compared (in constant time
 the configuration nor a log line ever holds a usable token. JWTs (an OIDC issuer such as
 Cognito): verified against the issuer's JWKS (a URL or a file), its issuer, audience and
 expiry, with public-key algorithms only, so neither ``alg: none`` nor an HMAC "signed" with
-the public key can pass; the mailboxes come from one claim. Authorisation never looks at
+the public key can pass; the mailboxes come from one claim.
+
+The audience is ``aud`` (an OIDC ID token), or — for a token without ``aud`` whose
+``token_use`` is ``access`` — ``client_id``: that is how Cognito's access tokens name the app
+client they were issued to. ``exp`` (and ``iat``/``nbf`` when present) must be JSON numbers:
+PyJWT alone takes ``"exp": "9999999999"`` as a number. A token may live at most
+``SIDECAR_API_JWT_MAX_LIFETIME_S`` (``exp - iat``, and ``exp`` from now), so a token minted
+with an absurd expiry (``1e20``: never expires) by a misconfigured or compromised issuer
+client is refused rather than honoured for ever. Authorisation never looks at
 whether a mailbox exists: 403 for a mailbox outside the caller's set is the same answer
 either way. No token, valid or not, is ever logged.
 """
@@ -15,6 +23,7 @@ import hashlib
 import hmac
 import json
 import logging
+import math
 import threading
 import time
 from collections.abc import Mapping
@@ -129,8 +138,9 @@ def _find(keys: PyJWKSet, kid: str) -> PyJWK | None:
 
 
 class JwtVerifier:
-    """OIDC/JWT bearer tokens: signature by the issuer's key named by ``kid``, ``iss``,
-    ``aud`` and ``exp`` all required, clock skew ``leeway_s``."""
+    """OIDC/JWT bearer tokens: signature by the issuer's key named by ``kid``, ``iss``, the
+    audience (``aud``, or a Cognito access token's ``client_id``) and a numeric ``exp`` at most
+    ``max_lifetime_s`` away all required, clock skew ``leeway_s``."""
 
     def __init__(
         self,
@@ -141,9 +151,11 @@ class JwtVerifier:
         algorithms: tuple[str, ...],
         claim: str,
         leeway_s: float,
+        max_lifetime_s: float = 86_400,
     ) -> None:
         self._keys, self._issuer, self._audience = keys, issuer, audience
         self._algorithms, self._claim, self._leeway = list(algorithms), claim, leeway_s
+        self._max_lifetime = max_lifetime_s
 
     @classmethod
     def from_settings(cls, settings: Settings) -> JwtVerifier | None:
@@ -177,6 +189,7 @@ class JwtVerifier:
             algorithms=settings.api_jwt_algorithms,
             claim=settings.api_jwt_mailboxes_claim,
             leeway_s=settings.api_jwt_leeway_s,
+            max_lifetime_s=settings.api_jwt_max_lifetime_s,
         )
 
     def mailboxes(self, token: str) -> frozenset[str] | None:
@@ -203,15 +216,50 @@ class JwtVerifier:
                 token,
                 key,
                 algorithms=self._algorithms,
-                audience=self._audience,
                 issuer=self._issuer,
                 leeway=self._leeway,
-                options={"require": ["exp", "iss", "aud"]},
+                # The audience is checked below: aud, or a Cognito access token's client_id.
+                options={"require": ["exp", "iss"], "verify_aud": False},
             )
-        except jwt.PyJWTError as exc:
+        except (jwt.PyJWTError, ValueError, OverflowError) as exc:  # Infinity parses as JSON
             log.info(_REJECTED, type(exc).__name__)
             return None
+        problem = self._audience_problem(claims) or self._lifetime_problem(claims)
+        if problem is not None:
+            log.info(_REJECTED, problem)
+            return None
         return _granted(claims.get(self._claim))
+
+    def _audience_problem(self, claims: Mapping[str, Any]) -> str | None:
+        """Why the token is not for this API, or None. ``aud`` decides when present (a string
+        or a list); without it only a Cognito access token (``token_use: access``) may name
+        the app client in ``client_id`` — an ID token or anything else without ``aud`` is
+        refused, as PyJWT's own check would."""
+        if "aud" in claims:
+            aud = claims["aud"]
+            named = [aud] if isinstance(aud, str) else aud if isinstance(aud, list) else []
+            return None if self._audience in named else "wrong audience"
+        if claims.get("token_use") != "access":
+            return "no audience"
+        client = claims.get("client_id")
+        if not isinstance(client, str) or not hmac.compare_digest(client, self._audience):
+            return "wrong client_id"
+        return None
+
+    def _lifetime_problem(self, claims: Mapping[str, Any]) -> str | None:
+        """Why the token's times are unacceptable, or None: every time claim a finite JSON
+        number, and ``exp`` no further than the maximum lifetime from ``iat`` or from now."""
+        for name in ("exp", "iat", "nbf"):
+            value = claims.get(name, 0)
+            if (isinstance(value, bool) or not isinstance(value, int | float)
+                    or not math.isfinite(value)):
+                return f"{name} is not a number"
+        exp, horizon = float(claims["exp"]), self._max_lifetime + self._leeway
+        if exp - time.time() > horizon:
+            return "expires beyond the maximum token lifetime"
+        if "iat" in claims and exp - float(claims["iat"]) > horizon:
+            return "lifetime longer than the maximum"
+        return None
 
 
 def _granted(value: Any) -> frozenset[str]:
