@@ -92,7 +92,8 @@ class ShardProbe:
             answer = json.loads(data)
         except ValueError:
             return
-        routing = (parse_qs(parsed.query).get("routing") or [None])[0]
+        routings = parse_qs(parsed.query).get("routing") or []
+        routing = routings[0] if routings else None
         answers = answer.get("responses", []) if parsed.path.endswith("/_msearch") else [answer]
         found = [SearchShards(parsed.path, routing, int(a["_shards"]["total"]))
                  for a in answers if isinstance(a, dict) and "_shards" in a]
