@@ -1,10 +1,10 @@
-"""Draw docs/benchmarks.png (throughput by stage) from the JSON of ``sidecar bench --json``.
+"""Draw a run's plot (throughput by stage) from the JSON of ``sidecar bench --json``.
 
 matplotlib is not in the pinned environment (the product never draws); install it aside:
 
     .venv/bin/python -m pip install --target .sidecar/plot matplotlib
-    PYTHONPATH=.sidecar/plot .venv/bin/python scripts/plot_bench.py docs/benchmarks-5000.json \
-        docs/benchmarks.png
+    PYTHONPATH=.sidecar/plot .venv/bin/python scripts/plot_bench.py \
+        docs/results/runs/2026-11-30-5000.json docs/results/runs/2026-11-30-5000.png
 """
 
 from __future__ import annotations

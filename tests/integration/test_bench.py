@@ -1,7 +1,7 @@
 """Smoke run of ``sidecar bench`` at 200 messages: every stage runs on the real stack and its
 figures are consistent, so the harness cannot rot; it compares the other encoder runtime too
 (``--compare-runtime``: one more worker start and 200-message pipeline, ~30 s on 2 cores). (Ratios are not asserted: 200 messages on a
-shared machine say nothing about targets; ``docs/benchmarks.md`` holds a full run.)"""
+shared machine say nothing about targets; ``docs/results/runs/`` hold full runs.)"""
 
 from __future__ import annotations
 

@@ -107,7 +107,7 @@ def _mips_forai(n: int) -> list[str]:
 
 @pytest.mark.slow
 def test_bfloat16_vectors_match_float32() -> None:
-    """The gate of docs/benchmarks.md (cosine >= 0.99 per text) on 48 real forai texts
+    """The gate of docs/results/runs/2026-11-30-encoders.md (cosine >= 0.99 per text) on 48 real forai texts
     (bfloat16 is the torch runtime's)."""
     texts = _mips_forai(48)
     reference = np.asarray(

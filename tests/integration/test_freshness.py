@@ -5,7 +5,7 @@ to searchable within a regression bound.
 
 The targets (full-text p99 < 2 s, vectors p99 < 5 s at 5 messages/s) are printed as met or
 not, not asserted: 20 s of writing is too short a run for a p99 on this noisy 2-core machine
-(the 2-minute runs of ``docs/benchmarks.md``, "Freshness", measure them), and a test that
+(the 2-minute freshness runs under ``docs/results/runs/`` measure them), and a test that
 fails on a slow run would only hide a regression. The bounds below are about 2.5 x what
 a lightly loaded run here measured (full text p99 5.9 s, vectors 5.3 s at load 2.7)."""
 

@@ -13,7 +13,7 @@ image: the model loads offline from the image) answers the compose docs' search 
 
 Tools: ``scripts/ensure-image-tools.sh`` (podman, runc, debootstrap, containers.conf).
 Podman's layer cache (/var/lib/containers) makes a second run reuse every unchanged layer:
-cold ~5 min, warm ~1 min here (docs/benchmarks.md).
+cold ~5 min, warm ~1 min here (docs/results/runs/2026-12-03-image.md).
 """
 
 from __future__ import annotations

@@ -58,7 +58,7 @@ METRICS_PORT = 9400  # SIDECAR_METRICS_PORT of the tailer and the workers
 API_PORT = 8080
 API_METRICS_PORT = 9108  # SIDECAR_API_METRICS_PORT (default): scraped in the task only
 QUEUE_PREFIX = "sidecar"
-# (cpu units, MiB) per role: docs/benchmarks.md's peaks plus headroom (README "Topologies").
+# (cpu units, MiB) per role: docs/results/benchmarks.md's peaks plus headroom (README "Topologies").
 SIZES = {"tailer": (512, 1024), "fulltext": (1024, 2048), "vectors": (2048, 4096),
          "api": (1024, 3072), "oneoff": (1024, 4096)}
 

@@ -2,9 +2,10 @@
 
 The pipeline/encoder ratio is only comparable across runtimes when both are measured in the
 same run: on a shared 2-core machine, two runs an hour apart differ by more than ONNX and torch
-do (docs/benchmarks.md). So the other runtime gets the same texts for its encoder limit and the
-same stream, workers and batch size for its pipeline, in a namespace of its own (no cached
-vectors, no documents of the first pipeline), and only ``embed_runtime`` differs.
+do (docs/results/runs/2026-12-03-5000-runtimes.md). So the other runtime gets the same texts for
+its encoder limit and the same stream, workers and batch size for its pipeline, in a namespace
+of its own (no cached vectors, no documents of the first pipeline), and only ``embed_runtime``
+differs.
 """
 
 from __future__ import annotations
