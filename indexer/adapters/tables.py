@@ -118,16 +118,37 @@ def enable_ttl(client: Any, table: str, attribute: str = TTL_ATTRIBUTE) -> bool:
     return True
 
 
+def enable_pitr(client: Any, table: str) -> bool:
+    """Turn on the table's point-in-time recovery unless it is on; True when this call turned
+    it on. ``CreateTable`` cannot (as for TTL), and the CDK app turns it on for the tables it
+    creates: a table made by ``sidecar init`` gets the same 35 days of restore points (the
+    sidecar table's leases and checkpoints, docs/operations/disaster-recovery.md), and an
+    emulated mail table can be exported (``ExportTableToPointInTime`` needs it)."""
+    found = client.describe_continuous_backups(TableName=table)["ContinuousBackupsDescription"]
+    status = found.get("PointInTimeRecoveryDescription", {}).get("PointInTimeRecoveryStatus")
+    if status == "ENABLED":
+        return False
+    client.update_continuous_backups(
+        TableName=table,
+        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": True},
+    )
+    return True
+
+
 def init_tables(client: Any, settings: Settings, *, mail_table: bool = False) -> dict[str, bool]:
     """``sidecar init``: the sidecar's table (and with ``mail_table`` the mail table) →
-    whether each was created now. The sidecar table's TTL is turned on either way, so an
-    existing table gets the dead letters' retention when ``sidecar init`` runs again."""
+    whether each was created now. The sidecar table's TTL and point-in-time recovery are
+    turned on either way, so an existing table gets them when ``sidecar init`` runs again; the
+    mail table's recovery only when init creates it (on AWS it is the writer's table)."""
     done: dict[str, bool] = {}
     if mail_table:
         done[settings.table] = create(client, mail_table_spec(settings.table))
+        if done[settings.table]:
+            enable_pitr(client, settings.table)
     state = settings.resolved_state_table
     done[state] = create(client, state_table_spec(state))
     enable_ttl(client, state)
+    enable_pitr(client, state)
     return done
 
 
