@@ -12,7 +12,7 @@ offline (``HF_HUB_OFFLINE=1``, ``local_files_only``); nothing is ever fetched at
 Precision (torch): ``dtype="auto"`` runs the model in bfloat16 where the CPU computes it
 natively (AVX512-BF16 or AMX), float32 elsewhere (emulated bfloat16 would be slower). On the
 linux-mips texts bfloat16 was ~1.8x faster with every vector within cosine 0.9999 of float32
-(docs/benchmarks.md, "Encoder variants"); vectors are re-normalised in float32 either way, so
+(docs/results/runs/2026-11-30-encoders-bf16.md); vectors are re-normalised in float32 either way, so
 a collection may mix vectors of both precisions. The onnx runtime runs float32 (``auto`` is
 float32 there).
 """

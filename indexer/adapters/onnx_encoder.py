@@ -1,9 +1,10 @@
 """The encoder without torch: ONNX Runtime on a graph exported from the model's own weights.
 
 Why: torch, its CUDA wheels and sentence-transformers are ~3.4 GB of a ~5 GB image, for a
-six-layer MiniLM that ONNX Runtime runs with the same vectors (cosine 1.0000, docs/
-benchmarks.md) in a few tens of MB. What sentence-transformers does around the transformer is
-redone here from the model's own files, so a collection's vectors do not depend on the
+six-layer MiniLM that ONNX Runtime runs with the same vectors (cosine 1.0000,
+docs/results/runs/2026-12-02-onnx-encoder.md) in a few tens of MB. What
+sentence-transformers does around the transformer is redone here from the model's own files,
+so a collection's vectors do not depend on the
 runtime: the same tokenizer (``tokenizer.json``, by the ``tokenizers`` library that
 ``transformers`` itself wraps), the same truncation (``min(SIDECAR_EMBED_MAX_TOKENS, the model's
 max_seq_length)`` tokens, specials included), the prompt prepended as sentence-transformers

@@ -194,7 +194,7 @@ class StreamTailer:
         written once per shard (issue 28: 5 times over 8 shards). Why without waiting: the
         next sweep is read while this one's tasks run (at most ``in_flight`` records), so new
         mail's full text never waits behind an earlier sweep's embedding (it waited 87 % of
-        its latency, docs/benchmarks.md); a shard's checkpoint still moves only once both
+        its latency, docs/results/runs/); a shard's checkpoint still moves only once both
         indexes applied its page. A sweep that cannot be sent keeps every page pending and
         retries them as they are.
         """

@@ -26,8 +26,9 @@ from search_api.query.clauses import MAILBOX_FIELD, clause
 
 Query = dict[str, Any]
 
-# The whole of 97 % of linux-mips bodies and 99 % of lkml's (docs/benchmarks.md); offsets in the
-# postings would lift the bound at +50 % index size (measured, not shipped).
+# The whole of 97 % of linux-mips bodies and 99 % of lkml's
+# (docs/results/runs/2026-12-03-100k-highlight.md); offsets in the postings would lift the
+# bound at +50 % index size (measured, not shipped).
 HIGHLIGHT_MAX_CHARS = 20_000
 
 
