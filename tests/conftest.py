@@ -18,9 +18,11 @@ from typing import Any
 import pytest
 
 from indexer.settings import Settings
+from tests import outside_guard
+from tests.outside_guard import install_outside_guard
 
-SHARED = Path(__file__).resolve().parents[1].parent / "shared"
-CORPORA = SHARED / "corpora"
+# Real list mail the suite carries (provenance and licence: tests/data/corpora/README.md).
+CORPORA = Path(__file__).resolve().parent / "data" / "corpora"
 
 os.environ.setdefault("SIDECAR_AWS_ENDPOINT_URL", "http://127.0.0.1:5000")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -31,6 +33,15 @@ os.environ.setdefault(
     "SIDECAR_AWS_CALL_LOG",
     str(Path(tempfile.gettempdir()) / f"sidecar-aws-calls-{os.getpid()}.jsonl"),
 )
+
+
+# Nothing outside the repository is read by a test (tests/outside_guard.py): armed here, once.
+install_outside_guard()
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if outside_guard.OUTSIDE_READS:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
 
 @pytest.fixture
@@ -114,6 +125,8 @@ _ABSENT_KEY = pytest.StashKey[int]()
 
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    for path in sorted(set(outside_guard.OUTSIDE_READS)):
+        terminalreporter.write_line(f"FAILED: read outside the repository: {path}", red=True)
     dropped = config.stash.get(_ABSENT_KEY, 0)
     if dropped:
         terminalreporter.write_line(f"{_QDRANT_ABSENT}: {dropped} test(s)")

@@ -15,15 +15,14 @@ from indexer.settings import Settings
 from sidecar_tools.bench.cluster_bench import STACKS, ClusterBenchOptions, run
 from sidecar_tools.bench.cluster_report import markdown
 from sidecar_tools.bench.search import MODES
-from sidecar_tools.stack.qdrant_server import server_binary
+from tests.conftest import CORPORA
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.qdrant_server,
-              pytest.mark.timeout(600),
-              pytest.mark.skipif(server_binary() is None, reason="no Qdrant server binary")]
+              pytest.mark.timeout(600)]
 
 
 def test_bench_cluster_measures_both_stacks(settings: Settings) -> None:
-    opts = ClusterBenchOptions(None, messages=60, copies=1, search_seconds=1.0,
+    opts = ClusterBenchOptions(CORPORA / "linux-mips-4k.jsonl.gz", messages=60, copies=1, search_seconds=1.0,
                                clients=(1, 8), index_messages=40, processes=(1, 2),
                                workdir=Path(".sidecar/bench"), heap="512m")
     result = run(opts, settings, print)

@@ -19,11 +19,10 @@ from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack
-from sidecar_tools.stack.qdrant_server import server_binary
 from tests.waiting import http_ok, wait_for
 
-pytestmark = [pytest.mark.slow, pytest.mark.skipif(server_binary() is None,
-                                                   reason="no Qdrant server binary")]
+# Deselected with the other server tests (and said so) where no Qdrant binary is found.
+pytestmark = [pytest.mark.slow, pytest.mark.qdrant_server]
 
 
 @pytest.fixture(scope="module")

@@ -100,7 +100,7 @@ def test_a_second_model_embeds_alike_on_both_runtimes(tmp_path: Path) -> None:
 
 
 def _mips_forai(n: int) -> list[str]:
-    with gzip.open(CORPORA / "linux-mips.jsonl.gz", "rt", encoding="utf-8") as lines:
+    with gzip.open(CORPORA / "linux-mips-4k.jsonl.gz", "rt", encoding="utf-8") as lines:
         found = (str((json.loads(line).get("content") or {}).get("forAI") or "") for line in lines)
         return list(islice((t for t in found if t.strip()), n))
 

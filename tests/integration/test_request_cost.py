@@ -43,7 +43,7 @@ BATCH = 64
 
 def _corpus(tmp_path: Path) -> Path:
     out = tmp_path / "mips.jsonl"
-    with gzip.open(CORPORA / "linux-mips.jsonl.gz", "rt", encoding="utf-8") as fh:
+    with gzip.open(CORPORA / "linux-mips-4k.jsonl.gz", "rt", encoding="utf-8") as fh:
         out.write_text("".join(next(fh) for _ in range(MESSAGES)), encoding="utf-8")
     return out
 

@@ -13,20 +13,18 @@ import threading
 import time
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 
 import httpx
 import pytest
 
 from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, start_api
-from tests.conftest import namespaced
+from tests.conftest import CORPORA, namespaced
 from tests.mail_helpers import corpus
 from tests.tenant_load import load_mailbox
 from tests.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
-CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 LETTERS = [chr(97 + i % 26) for i in range(64)]
 HOSTILE = {
     "to-one-letter": " OR ".join(f"to:{c}*" for c in LETTERS),

@@ -13,19 +13,17 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 
 from tests.api_fixtures import Api, mail, start_api
-from tests.conftest import namespaced
+from tests.conftest import CORPORA, namespaced
 from tests.mail_helpers import corpus
 from tests.tenant_load import load_mailbox
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
-CORPORA = Path(__file__).resolve().parents[3] / "shared" / "corpora"
 QUERIES = [
     "cache", "release", "patch", "kernel", "driver", "memory", "clock", "irq", "build",
     "cache flush", "kernel panic", "dma release", "from:ralf* cache", "subject:mips* fix",

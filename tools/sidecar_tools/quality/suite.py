@@ -1,7 +1,7 @@
 """Evaluation suites: which corpus (or whole-thread sample of it) each query file is judged on.
 
 ``eval/suites.json`` lists ``{"name", "corpus", "sample", "queries"}``; ``corpus`` is relative
-to the corpora folder (``../shared/corpora`` beside the checkout by default), ``queries`` to
+to the corpora folder (``tests/data/corpora`` of the checkout by default), ``queries`` to
 the repository. Every suite gets its own mailbox in one throwaway namespace.
 """
 
@@ -24,8 +24,9 @@ from sidecar_tools.quality.queries import (
 )
 
 DEFAULT_SUITES = Path(__file__).resolve().parents[1] / "eval_data" / "suites.json"
-# The workplace's corpora sit beside the checkout (../shared); users pass --corpora.
-DEFAULT_CORPORA = Path(__file__).resolve().parents[3].parent / "shared" / "corpora"
+# The eval suites' corpora ship in the checkout (tests/data/corpora, with their provenance);
+# users pass --corpora for their own.
+DEFAULT_CORPORA = Path(__file__).resolve().parents[3] / "tests" / "data" / "corpora"
 
 
 @dataclass(frozen=True)
