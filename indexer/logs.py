@@ -13,6 +13,10 @@ Why it is shaped this way:
   command's own default.
 - Extra fields whose name says secret (token, password, authorization, ...) are masked, so a
   careless ``extra=`` never writes a credential.
+- Lines say what they belong to without every call passing it: :func:`context` binds fields
+  (the API's ``request_id``) to the current thread or task; a Celery task's lines carry
+  ``task_id``/``task_name`` (as Celery's own task formatter would have added them); with
+  OpenTelemetry on, ``trace_id``/``span_id`` of the current span (:func:`add_fields_source`).
 """
 
 from __future__ import annotations
@@ -21,6 +25,11 @@ import json
 import logging
 import os
 import re
+import sys
+import time
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager, suppress
+from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,6 +41,36 @@ _SECRET = re.compile(r"token|passw|secret|authori[sz]ation|api_?key|credential|c
 _NO_PROGRESS_BARS = {"HF_HUB_DISABLE_PROGRESS_BARS": "1", "TQDM_DISABLE": "1"}
 # Libraries that install a handler (with their own text format) on their root logger.
 _ADOPTED = ("transformers", "huggingface_hub")
+# Fields bound to the current thread or asyncio task (:func:`context`).
+_BOUND: ContextVar[Mapping[str, Any] | None] = ContextVar("sidecar_log_fields", default=None)
+# Callables adding fields from elsewhere (the current Celery task, the current span).
+_SOURCES: list[Callable[[], Mapping[str, Any]]] = []
+
+
+@contextmanager
+def context(**fields: Any) -> Iterator[None]:
+    """Every line logged inside carries ``fields`` (nested contexts add to the outer one)."""
+    token = _BOUND.set({**(_BOUND.get() or {}), **fields})
+    try:
+        yield
+    finally:
+        _BOUND.reset(token)
+
+
+def add_fields_source(source: Callable[[], Mapping[str, Any]]) -> None:
+    """Have every line carry what ``source()`` returns when it is written (once per source)."""
+    if source not in _SOURCES:
+        _SOURCES.append(source)
+
+
+def _context_fields() -> dict[str, Any]:
+    fields: dict[str, Any] = dict(_BOUND.get() or {})
+    for source in _SOURCES:
+        try:
+            fields.update(source())
+        except Exception:  # noqa: S112 - a broken source must never cost the log line
+            continue
+    return fields
 
 
 def timestamp(created: float) -> str:
@@ -47,6 +86,7 @@ class JsonFormatter(logging.Formatter):
             "logger": record.name,
             "message": record.getMessage(),
         }
+        entry.update(_context_fields())
         entry.update({k: "[redacted]" if _SECRET.search(k) else v
                       for k, v in vars(record).items() if k not in _STANDARD})
         if record.exc_info:
@@ -160,13 +200,84 @@ def celery_json_logs() -> None:
     from celery.signals import after_setup_logger, after_setup_task_logger
 
     quiet_libraries()
+    add_fields_source(_celery_task_fields)
 
     def reformat(logger: logging.Logger | None = None, **_: Any) -> None:
         for handler in logger.handlers if logger is not None else ():
             handler.setFormatter(JsonFormatter())
+            if not any(isinstance(f, _TaskLineFields) for f in handler.filters):
+                handler.addFilter(_TaskLineFields())
         level = chosen_level()
         if logger is not None and level is not None:
             logger.setLevel(level)
 
     after_setup_logger.connect(reformat, weak=False)
     after_setup_task_logger.connect(reformat, weak=False)
+
+
+def celery_worker_logs(level: int = logging.WARNING) -> None:
+    """A Celery worker process's own output as JSON lines, from its first line: called when
+    the app module is imported by ``celery worker``, before Celery checks its privileges
+    (whose ``SecurityWarning`` as root was plain text) and sets up logging (it then keeps our
+    handler on the root logger, :func:`celery_json_logs` adds the task fields). What Celery
+    writes straight to the stream from its signal handlers ("worker: Warm shutdown") becomes a
+    JSON line too."""
+    import celery.apps.worker
+
+    configure_unless_configured(level)
+    celery_json_logs()
+    for handler in logging.getLogger().handlers:
+        handler.addFilter(_TaskLineFields())
+
+    def say(msg: str, f: Any = sys.__stderr__) -> None:
+        """``celery.apps.worker.safe_say``, as a JSON line; still one ``os.write``, no lock
+        (it runs in signal handlers), and an error writing it is ignored as Celery does."""
+        line = json.dumps({"time": timestamp(time.time()), "level": "info",
+                           "logger": "celery.apps.worker", "message": str(msg).strip()})
+        with suppress(OSError, AttributeError, ValueError):
+            os.write(f.fileno(), f"{line}\n".encode())
+
+    celery.apps.worker.safe_say = say
+
+
+def _celery_task_fields() -> dict[str, Any]:
+    """``task_id``/``task_name`` of the task this worker process runs now, if any (what
+    Celery's ``TaskFormatter`` added, which our formatter replaces)."""
+    from celery._state import get_current_task
+
+    task = get_current_task()  # None outside a task
+    request = getattr(task, "request", None) if task is not None else None
+    task_id = getattr(request, "id", None)
+    return {"task_id": task_id, "task_name": task.name} if task_id and task else {}
+
+
+class _TaskLineFields(logging.Filter):
+    """Celery's worker lines about a task ("Task x[id] received", "... succeeded in 0.1s")
+    carry it in their arguments, logged outside the task's run: the same two fields."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        args = record.args
+        if isinstance(args, Mapping) and "id" in args and "name" in args:
+            record.__dict__.setdefault("task_id", str(args["id"]))
+            record.__dict__.setdefault("task_name", str(args["name"]))
+        return True
+
+
+def configure_lambda(level: int = logging.INFO) -> None:
+    """Logging of the Lambda handler, whichever runtime set it up: the runtime's handlers on
+    the root logger (they frame each record for CloudWatch and tag it with the request id)
+    get the JSON formatter, and the root logger the operator's level — ``SIDECAR_LOG_LEVEL``,
+    else the function's ``AWS_LAMBDA_LOG_LEVEL``, else ``level`` (the runtime leaves it at
+    WARNING, which dropped the handler's info summary). With no handler at all (a local
+    call): ours, on stderr."""
+    quiet_libraries()
+    root = logging.getLogger()
+    runtime = [h for h in root.handlers if not isinstance(h, _JsonHandler)]
+    if not runtime:
+        configure(level)
+        return
+    for handler in runtime:
+        handler.setFormatter(JsonFormatter())
+    lambda_level = os.environ.get("AWS_LAMBDA_LOG_LEVEL", "").strip().upper()
+    chosen = chosen_level() or logging.getLevelNamesMapping().get(lambda_level)
+    root.setLevel(chosen or level)

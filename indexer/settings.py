@@ -11,7 +11,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Annotated, Literal
 
-from pydantic import Field, SecretStr, StringConstraints, model_validator
+from pydantic import Field, SecretStr, StringConstraints, ValidationError, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
@@ -444,6 +444,20 @@ class Settings(BaseSettings):
 def get_settings() -> Settings:
     """The process-wide settings (read from the environment once)."""
     return Settings()
+
+
+def invalid_settings(exc: ValidationError) -> str | None:
+    """One line naming each ``SIDECAR_*`` variable a :class:`Settings` refused and why — never
+    its value (it may be a secret) — or None when ``exc`` is not about the settings. A
+    mistyped variable is the operator's to fix: a one-line answer, not a traceback."""
+    if exc.title != Settings.__name__:
+        return None
+    problems = []
+    for error in exc.errors(include_url=False, include_input=False):
+        where = error.get("loc", ())
+        name = f"SIDECAR_{str(where[0]).upper()}" if where else "SIDECAR_* settings"
+        problems.append(f"{name}: {error.get('msg', 'invalid')}")
+    return "invalid setting " + "; ".join(problems)
 
 
 def to_env(settings: Settings) -> dict[str, str]:

@@ -11,8 +11,10 @@ bodies are built from :mod:`search_api.models`, the same models the document sho
 from __future__ import annotations
 
 import logging
+import re
 import threading
 import time
+import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import asynccontextmanager
 from importlib.metadata import version
@@ -22,6 +24,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
+from indexer import logs
 from indexer.core.errors import ConfigurationError, PoisonError, TransientError
 from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
@@ -183,6 +186,10 @@ def _answer(status: int, body: Problem, headers: dict[str, str] | None = None) -
 
 
 MAX_LOGGED_PATH = 200  # characters of an unmatched path the access log keeps
+REQUEST_ID = "X-Request-ID"
+AMZN_TRACE_ID = "X-Amzn-Trace-Id"  # the ALB's: Root=1-67891233-abcdef012345678912345678;...
+_REQUEST_ID_SHAPE = re.compile(r"^[A-Za-z0-9._:=+/@-]{1,128}$")
+_ALB_ROOT = re.compile(r"(?:^|;)\s*Root=([A-Za-z0-9-]{1,64})")
 MAX_LOGGED_PARAM = 32  # characters of a query parameter's value it keeps
 
 
@@ -201,7 +208,31 @@ def _route(request: Request) -> str | None:
     return path if isinstance(path, str) else None
 
 
+def request_id(request: Request) -> str:
+    """The id that ties this request's log lines to the caller's and the balancer's: the
+    client's ``X-Request-ID`` when it is a plain token of at most 128 characters, else the
+    ALB's trace root (``X-Amzn-Trace-Id: Root=1-...``), else a fresh one. Anything else a
+    client sends is not echoed or logged (no log injection, no unbounded field)."""
+    given = request.headers.get(REQUEST_ID, "").strip()
+    if _REQUEST_ID_SHAPE.match(given):
+        return given
+    root = _ALB_ROOT.search(request.headers.get(AMZN_TRACE_ID, ""))
+    return root.group(1) if root else uuid.uuid4().hex
+
+
 async def _access_log(
+    request: Request, call_next: Callable[[Request], Awaitable[Response]]
+) -> Response:
+    """Every line logged while the request is served carries its ``request_id``
+    (:func:`request_id`), and the answer names it in ``X-Request-ID``."""
+    rid = request_id(request)
+    with logs.context(request_id=rid):
+        response = await _served(request, call_next)
+    response.headers[REQUEST_ID] = rid
+    return response
+
+
+async def _served(
     request: Request, call_next: Callable[[Request], Awaitable[Response]]
 ) -> Response:
     """One line and one latency sample per request — route template, status, latency, result

@@ -11,9 +11,10 @@ from __future__ import annotations
 
 import logging
 from importlib.metadata import PackageNotFoundError, entry_points, version
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
+from pydantic import ValidationError
 
 from indexer import logs
 from indexer.adapters import aws_audit
@@ -25,6 +26,7 @@ from indexer.cli import (
     reindex_cmds,
     tail_cmds,
 )
+from indexer.settings import invalid_settings
 
 PLUGIN_GROUP = "mail_search_sidecar.commands"
 
@@ -43,7 +45,27 @@ ROLE_OF_COMMAND: dict[str, str] = {
     "dlq": aws_audit.OPERATOR,
 }
 
-app = typer.Typer(
+BAD_CONFIGURATION = 2  # the exit status of a refused SIDECAR_* value (as for a bad option)
+
+
+class _Sidecar(typer.Typer):
+    """The CLI, whose one answer to a ``SIDECAR_*`` value the settings refuse — wherever a
+    command first reads them — is one JSON line naming the variable and exit status 2, like a
+    bad option, instead of pydantic's traceback (exit 1)."""
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return super().__call__(*args, **kwargs)
+        except ValidationError as exc:
+            line = invalid_settings(exc)
+            if line is None:
+                raise
+            logs.configure_unless_configured(logging.WARNING)
+            logging.getLogger("sidecar").error(line)
+            raise SystemExit(BAD_CONFIGURATION) from None
+
+
+app = _Sidecar(
     name="sidecar",
     help="Keep OpenSearch and Qdrant in step with an AECS-1 DynamoDB mail store.",
     no_args_is_help=True,

@@ -14,10 +14,13 @@ a task lost with the old master is found and sent again by the ingestor's lost-t
 from __future__ import annotations
 
 import os
+import sys
+from pathlib import Path
 from typing import Any
 
 from celery import Celery, signals
 
+from indexer import logs
 from indexer.adapters import aws_audit, broker
 from indexer.settings import Settings, get_settings
 
@@ -86,6 +89,16 @@ def configure(app: Celery, settings: Settings) -> None:
         worker_hijack_root_logger=False,
     )
 
+
+def started_as_worker(argv: list[str]) -> bool:
+    """This process is ``celery ... worker`` (``python -m celery`` or the ``celery`` script),
+    not a sender that imports the app (the tailer, ingest, the API, a test runner)."""
+    return bool(argv) and "celery" in (Path(argv[0]).name, Path(argv[0]).parent.name) and (
+        "worker" in argv[1:])
+
+
+if started_as_worker(sys.argv):  # before Celery writes anything: JSON lines from the first
+    logs.celery_worker_logs()
 
 app = Celery("sidecar", include=["indexer.pipeline.tasks", "indexer.pipeline.vector_admin"])
 configure(app, get_settings())

@@ -32,6 +32,7 @@ def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) 
         "celery",
         "-A",
         "indexer.pipeline.celery_app",
+        "-q",  # no banner: a worker's stdout and stderr are JSON lines only (issue 40)
         "worker",
         "-Q",
         queue,

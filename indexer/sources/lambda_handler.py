@@ -24,16 +24,23 @@ Why it is shaped this way:
   every later batch are reported, since Lambda delivers them again anyway and an engine that is
   down would only burn the invocation's time. Errors that are not transient are retried the
   same way; the mapping's ``MaximumRetryAttempts`` and on-failure destination bound them.
+- **Its logs are JSON lines** like every other process's: the runtime sets up the root logger
+  (its own text or JSON format, level WARNING unless the function's log level says otherwise,
+  which dropped the info summary), so the first invocation in a Lambda runtime gives the
+  runtime's handlers the sidecar's formatter and the level ``SIDECAR_LOG_LEVEL``, else the
+  function's ``AWS_LAMBDA_LOG_LEVEL``, else info (:func:`indexer.logs.configure_lambda`).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from indexer import logs
 from indexer.adapters import aws_audit, factories
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
@@ -47,6 +54,7 @@ from indexer.settings import Settings, get_settings
 log = logging.getLogger(__name__)
 DEFAULT_BUDGET_S = 300.0  # no Lambda context (a local call): how long vectors are awaited
 MARGIN_S = 5.0  # kept back from the invocation's time left, to answer before Lambda's timeout
+_logging_ready = False  # the runtime's logging adopted (once per execution environment)
 
 
 class LambdaContext(Protocol):
@@ -78,6 +86,7 @@ class BatchResult:
 def handler(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str, Any]:
     """The Lambda entry point (``indexer.sources.lambda_handler.handler``). Its AWS calls are
     the workers' (the CDK Lambda stack attaches ``deploy/iam/workers.json``)."""
+    _adopt_runtime_logging()
     with aws_audit.declared(aws_audit.WORKERS):
         result = process(event, get_settings(), budget_s(context))
     log.info(
@@ -85,6 +94,15 @@ def handler(event: Mapping[str, Any], context: LambdaContext | None) -> dict[str
         result.records, result.applied_messages, result.dead_lettered, len(result.failures),
     )
     return result.response()
+
+
+def _adopt_runtime_logging() -> None:
+    """JSON lines at info under a Lambda runtime (``AWS_LAMBDA_FUNCTION_NAME`` is set there);
+    a local call (a test, ``python -c``) keeps the caller's logging as it is."""
+    global _logging_ready
+    if not _logging_ready and os.environ.get("AWS_LAMBDA_FUNCTION_NAME"):
+        logs.configure_lambda(logging.INFO)
+        _logging_ready = True
 
 
 def budget_s(context: LambdaContext | None) -> float:

@@ -1,0 +1,50 @@
+"""Issue 40 part 4: a Celery worker's stdout and stderr are JSON lines only — no ASCII banner
+(``celery -q``) — and the lines about a task carry ``task_id`` and ``task_name`` (replacing
+Celery's task formatter with ours had dropped them). A real full-text worker at INFO indexes
+a few messages sent by the ingestor; everything it wrote is read back."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from indexer.pipeline.workers import spawn_workers, stop_workers
+from indexer.settings import Settings
+from tests.api_fixtures import mail, store_all
+from tests.pipeline_helpers import ingest_fulltext, prepare_tables
+
+pytestmark = pytest.mark.stack
+
+SENDER = ("Ops", "ops@example.org")
+
+
+def test_a_workers_output_is_json_lines_with_the_task_on_task_lines(
+    settings: Settings, tmp_path: Path
+) -> None:
+    prepare_tables(settings)
+    store_all(settings, "box", [mail(n, f"report {n}", "numbers", sender=SENDER,
+                                     to=["a@example.com"]) for n in range(3)])
+    out = tmp_path / "worker.out"
+    with out.open("wb") as log:
+        procs = spawn_workers(settings, ("fulltext",), 1, "INFO", own_session=True, log=log)
+        try:
+            assert ingest_fulltext(settings, tmp_path) == 0
+        finally:
+            stop_workers(procs)
+    lines = out.read_text(errors="replace").splitlines()
+    assert lines, "the worker wrote nothing at INFO"
+    entries = []
+    for line in lines:
+        entry = json.loads(line)  # any banner or plain-text line fails here
+        assert isinstance(entry, dict), line
+        entries.append(entry)
+    about_tasks = [e for e in entries if "Task " in str(e.get("message"))]
+    assert any("succeeded" in str(e["message"]) for e in about_tasks), entries
+    for entry in about_tasks:
+        assert entry.get("task_id") and entry["task_id"] in str(entry["message"]), entry
+        assert entry.get("task_name") and f"{entry['task_name']}[" in str(entry["message"]), entry
+    inside = [e for e in entries if e.get("logger") == "opensearch"]  # logged by the task's code
+    assert inside and all(e.get("task_name") == "sidecar.fulltext" and e.get("task_id")
+                          for e in inside), inside
