@@ -97,6 +97,30 @@ class SimilarPage(BaseModel):
     hits: list[Hit]
 
 
+class Contact(BaseModel):
+    """One correspondent of the mailbox (From, To or Cc of its messages; never Bcc)."""
+
+    email: str = Field(description="The address, lower-cased and accent-folded as indexed.")
+    name: str | None = Field(
+        description="Display name in the latest message it appeared in; null when none."
+    )
+    messages: int = Field(description="Messages of the mailbox it appears in (From, To, Cc).")
+    last_ts: int = Field(description="Its latest message's time, Unix seconds (UTC).")
+
+
+class ContactsPage(BaseModel):
+    """The mailbox's correspondents matching a prefix, most frequent and recent first."""
+
+    contacts: list[Contact]
+
+
+class DidYouMean(BaseModel):
+    """A corrected query built from the mailbox's own words, and its number of hits."""
+
+    q: str = Field(description="The query with its unknown or rare words corrected.")
+    hits: int = Field(description="Messages the corrected query matches in this mailbox.")
+
+
 class Health(BaseModel):
     """The process answers (liveness): nothing behind it is asked."""
 

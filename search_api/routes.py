@@ -13,10 +13,19 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 
 from indexer.adapters.tables import MissingTableError
+from search_api import contacts as contact_list
 from search_api import limits, service
 from search_api.auth import authorized_mailbox
 from search_api.backends import Backends
-from search_api.models import RETRY_AFTER, Health, Readiness, SearchPage, SimilarPage, errors
+from search_api.models import (
+    RETRY_AFTER,
+    ContactsPage,
+    Health,
+    Readiness,
+    SearchPage,
+    SimilarPage,
+    errors,
+)
 from search_api.query import MAX_QUERY_LENGTH, parse
 
 router = APIRouter()
@@ -186,4 +195,30 @@ def similar(
         b, mailbox, message_key, limit=limit, exclude_thread=exclude_thread
     )
     request.state.results = len(page.hits)
+    return page
+
+
+@router.get(
+    "/v1/mailboxes/{mailbox_id}/contacts",
+    response_model=ContactsPage,
+    operation_id="mailboxContacts",
+    tags=["search"],
+    responses=errors(400, 401, 403, 500, 503),
+)
+def contacts(
+    request: Request,
+    mailbox: Mailbox,
+    b: BackendsDep,
+    prefix: Annotated[
+        str, Query(min_length=1, max_length=contact_list.MAX_PREFIX,
+                   description="Start of an address, of its domain (or a domain label), or "
+                   "of a display-name word; any case, accents folded.")
+    ],
+    limit: Annotated[int, Query(ge=1, le=50)] = 10,
+) -> ContactsPage:
+    """The mailbox's own correspondents (From, To and Cc of its messages, never Bcc) whose
+    address, domain or name word starts with `prefix`, ranked by how often and how recently
+    they appear: what to offer after `from:`, `to:` or `cc:`."""
+    page = contact_list.contacts(b, mailbox, prefix, limit)
+    request.state.results = len(page.contacts)
     return page

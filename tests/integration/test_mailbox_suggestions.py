@@ -1,0 +1,138 @@
+"""Contacts and "did you mean" on the real stack: both are built from the caller's own
+mailbox only (invariant 6), over two mailboxes indexed by the real pipeline."""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
+from tests.conftest import namespaced
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
+
+RALF = ("Ralf Baechle", "ralf@linux-mips.org")
+RAY = ("Raymond Chen", "rchen@microsoft.example")
+
+
+def _mail(n: int, subject: str, body: str, *, sender: tuple[str, str],
+          to: list[tuple[str | None, str]], cc: list[tuple[str | None, str]] = (),
+          bcc: list[tuple[str | None, str]] = (), day: int = 1) -> dict[str, Any]:
+    """A message whose recipients carry names (the fixture's ``mail`` leaves them out)."""
+    email = mail(n, subject, body, sender=sender, to=[], day=day)
+    meta = email["metadata"]
+    meta["to"] = [{"name": name, "email": a} for name, a in to]
+    meta["cc"] = [{"name": name, "email": a} for name, a in cc]
+    meta["bcc"] = [{"name": name, "email": a} for name, a in bcc]
+    return email
+
+
+OWNER = ("Owner", "owner@home.example")
+MAILBOX_A = [
+    _mail(1, "MIPS kernel patch", "The kernel patch for the timer driver is attached.",
+          sender=RALF, to=[OWNER], cc=[RAY], bcc=[("Rasmus Secret", "rasmus@secret.example")],
+          day=1),
+    _mail(2, "Re: MIPS kernel patch", "I will receive the kernel tree tomorrow and apply it.",
+          sender=OWNER, to=[RALF], day=2),
+    _mail(3, "kernel timer question", "Does the kernel timer receive interrupts early?",
+          sender=RALF, to=[OWNER], day=3),
+    _mail(4, "Your build", "The build of the kernel finished.",
+          sender=("GitHub", "noreply@github.com"), to=[OWNER], day=4),
+    _mail(5, "Film night", "Tickets for the film night are booked.",
+          sender=OWNER,
+          to=[("Quentin Tarantino", "qt@films.example"), (None, "zed@films.example")], day=5),
+    _mail(6, "Lists", "Weekly digest of the kernel lists.",
+          sender=("Lists", "digest@lists.gitlab.example"), to=[OWNER], day=6),
+]
+MAILBOX_B = [
+    _mail(100, "Trip to Lisbon", "Our hotel in Lisbon is booked; Lisbon in May.",
+          sender=("Ranjit Other", "ranjit@other.example"), to=[("Bea", "bea@other.example")],
+          day=1),
+    _mail(101, "Lisbon photos", "Photos of Lisbon attached.",
+          sender=("Ranjit Other", "ranjit@other.example"), to=[("Bea", "bea@other.example")],
+          day=2),
+]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    unique = uuid.uuid4().hex[:8]
+    tmp = tmp_path_factory.mktemp("suggest")
+    settings = namespaced("suggest", tmp, unique)
+    for running in start_api(settings, tmp, f"a-{unique}", f"b-{unique}"):
+        store_all(settings, running.mailbox_a, MAILBOX_A)
+        store_all(settings, running.mailbox_b, MAILBOX_B)
+        index_all(settings, tmp)
+        yield running
+
+
+def contacts(api: Api, prefix: str, token: str | None = None, mailbox: str | None = None,
+             **params: Any) -> list[dict[str, Any]]:
+    response = api.get(f"/v1/mailboxes/{mailbox or api.mailbox_a}/contacts",
+                       *([token] if token else []), prefix=prefix, **params)
+    assert response.status_code == 200, response.text
+    found: list[dict[str, Any]] = response.json()["contacts"]
+    return found
+
+
+def emails(found: list[dict[str, Any]]) -> list[str]:
+    return [c["email"] for c in found]
+
+
+def test_contacts_by_address_prefix_ranked_with_names(api: Api) -> None:
+    found = contacts(api, "ra")
+    # Ralf: From of 2 messages and To of 1; Raymond (a name word): Cc of one; Rasmus only
+    # ever Bcc.
+    assert emails(found) == ["ralf@linux-mips.org", "rchen@microsoft.example"]
+    assert found[0] == {"email": "ralf@linux-mips.org", "name": "Ralf Baechle",
+                        "messages": 3, "last_ts": found[0]["last_ts"]}
+    assert found[0]["last_ts"] == MAILBOX_A[2]["metadata"]["timestamp"]
+    assert emails(contacts(api, "rc")) == ["rchen@microsoft.example"]
+    assert contacts(api, "rc")[0]["name"] == "Raymond Chen"  # a Cc's name, from the table
+    assert emails(contacts(api, "RAL")) == ["ralf@linux-mips.org"]  # any case
+    assert emails(contacts(api, "ra", limit=1)) == ["ralf@linux-mips.org"]
+
+
+def test_contacts_by_domain_and_domain_label(api: Api) -> None:
+    assert emails(contacts(api, "linux-m")) == ["ralf@linux-mips.org"]
+    assert emails(contacts(api, "github.c")) == ["noreply@github.com"]
+    assert emails(contacts(api, "gitlab")) == ["digest@lists.gitlab.example"]
+    assert emails(contacts(api, "hub")) == []  # no infix
+    assert set(emails(contacts(api, "films"))) == {"qt@films.example", "zed@films.example"}
+
+
+def test_contacts_by_name_word(api: Api) -> None:
+    assert emails(contacts(api, "baech")) == ["ralf@linux-mips.org"]
+    assert emails(contacts(api, "raymond")) == ["rchen@microsoft.example"]
+    # A To name: the index keeps To names unpaired; zed@ shares the message, not the name.
+    assert contacts(api, "taran") == [{
+        "email": "qt@films.example", "name": "Quentin Tarantino", "messages": 1,
+        "last_ts": MAILBOX_A[4]["metadata"]["timestamp"]}]
+    assert emails(contacts(api, "ralf baech")) == ["ralf@linux-mips.org"]
+    assert emails(contacts(api, "ralf chen")) == []
+
+
+def test_contacts_never_bcc_nor_another_mailbox(api: Api) -> None:
+    assert contacts(api, "rasm") == [] and contacts(api, "secret") == []
+    assert contacts(api, "ranj") == [] and contacts(api, "other.ex") == []
+    assert emails(contacts(api, "ranj", TOKEN_B, api.mailbox_b)) == ["ranjit@other.example"]
+
+
+def test_contacts_limit_order_auth_and_bad_input(api: Api) -> None:
+    ranked = emails(contacts(api, "o"))  # owner: in every message
+    assert ranked[0] == "owner@home.example"
+    assert emails(contacts(api, "o", limit=1)) == ranked[:1]
+    path = f"/v1/mailboxes/{api.mailbox_b}/contacts"
+    assert api.get(path, prefix="ra").status_code == 403  # token A, mailbox B
+    assert api.get(path, None, prefix="ra").status_code == 401
+    own = f"/v1/mailboxes/{api.mailbox_a}/contacts"
+    for bad in ({"prefix": ""}, {"prefix": "x" * 101}, {"prefix": "a", "limit": 0}, {}):
+        answer = api.get(own, **bad)
+        assert answer.status_code == 400, (bad, answer.text)
+    for hostile in ('.*', 'a|b', '[', '\\', 'a"b', "@", "*", "((", "a@b.c"):
+        answer = api.get(own, prefix=hostile)
+        assert answer.status_code == 200, (hostile, answer.text)
+    assert emails(contacts(api, ".*")) == [] and emails(contacts(api, "@")) == []
