@@ -39,7 +39,7 @@ from tests.pipeline_helpers import (
 
 # linux-mips-4k (4,000 messages, 990 threads, ~87k items) is the size:
 # SIDECAR_BACKFILL_TAIL_MESSAGES=4000 passed in 7.8 min on the 2-core machine (backfill 275 s,
-# see docs/indexing.md, "Backfill"). The suite runs its first 400 messages to keep CI short.
+# see docs/using/indexing.md, "Backfill"). The suite runs its first 400 messages to keep CI short.
 CORPUS = CORPORA / "linux-mips-4k.jsonl.gz"
 TOTAL = int(os.environ.get("SIDECAR_BACKFILL_TAIL_MESSAGES", "400"))
 BOX = "mips"

@@ -6,7 +6,7 @@ stored by the writer into a fresh moto table, then the five paths (live on one s
 live over 8 emulated shard pages, re-delivery, export backfill, scan backfill) with the
 worker's tasks in this process on metered clients, real OpenSearch of the local stack.
 
-The bounds are today's figures on this corpus (docs/cost.md) with a margin of about 10 %:
+The bounds are today's figures on this corpus (docs/results/cost.md) with a margin of about 10 %:
 a change that reads the participants twice again, re-reads META in a verify, syncs a message
 once more per page, or drops the export's deduplication goes over one of them. When a change
 of issue 28 part 1 lowers a figure, lower its bound here with it.

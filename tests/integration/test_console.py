@@ -2,7 +2,7 @@
 Debian's ChromeDriver (nothing downloads a browser), against ``sidecar serve`` on the local
 stack, over the demo's sample mailbox plus one hostile message indexed by the real pipeline.
 
-``SIDECAR_CONSOLE_SCREENSHOT=docs/console.png`` also writes the screenshot of docs/console.md.
+``SIDECAR_CONSOLE_SCREENSHOT=docs/using/console.png`` also writes the screenshot of docs/using/console.md.
 """
 
 from __future__ import annotations

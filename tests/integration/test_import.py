@@ -1,7 +1,7 @@
 """``sidecar import``: real mail (notmuch-lkml rebuilt as an mbox and a Maildir) and hostile
 messages, stored with the writer and indexed, on the real stack.
 
-``test_try_it_on_your_own_mail`` runs the commands of docs/try-your-mail.md ("Try it on your own mail") as
+``test_try_it_on_your_own_mail`` runs the commands of docs/getting-started/try-your-mail.md ("Try it on your own mail") as
 written (the stack is already up): ``sidecar import`` then ``sidecar serve`` and a search.
 """
 

@@ -1,6 +1,6 @@
 """`sidecar init` and the tables every runtime command needs.
 
-The indexing flow of docs/indexing.md runs as written on a fresh table (each command a subprocess), and
+The indexing flow of docs/using/indexing.md runs as written on a fresh table (each command a subprocess), and
 each runtime command started on a missing table stops with one line naming the table and the
 command that creates it — no runtime command creates a table.
 """

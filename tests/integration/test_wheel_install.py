@@ -58,7 +58,7 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     env_dir = home / "env"
     _run(UV, "venv", "--python", sys.executable, env_dir, cwd=home)
     requirements = home / "requirements.txt"
-    # The production install (docs/getting-started.md): the runtime with the ONNX encoder, no torch.
+    # The production install (docs/getting-started/index.md): the runtime with the ONNX encoder, no torch.
     _run(UV, "export", "--frozen", "--no-dev", "--package", "mail-search-sidecar",
          "--extra", "vectors", "--no-emit-project", "--no-emit-workspace",
          "--output-file", requirements, cwd=ROOT)

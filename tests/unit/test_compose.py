@@ -33,7 +33,7 @@ DOCKERFILE = ROOT / "Dockerfile"
 SIDECAR = ROOT / ".venv" / "bin" / "sidecar"
 PREFIX = "SIDECAR_"
 ENGINES = ("opensearch", "qdrant", "redis", "dynamodb")
-LOCAL_TOKEN = "compose-local-token"  # documented in docker-compose.yml and docs/deploying.md
+LOCAL_TOKEN = "compose-local-token"  # documented in docker-compose.yml and docs/deploy/index.md
 IMAGES = {  # what `sidecar stack up` runs (OpenSearch: opensearch_node.OPENSEARCH_VERSION;
     # Redis: Debian bookworm's redis-server; moto: the dev dependency; Qdrant: the server
     # release the client's collection layout was checked against)

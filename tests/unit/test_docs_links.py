@@ -66,9 +66,10 @@ def test_every_json_under_docs_is_linked_from_a_page() -> None:
     assert unlinked_json(DOCS) == []
 
 
-def test_no_figures_at_the_docs_root() -> None:
-    """A run's JSON lives beside its page (``docs/results/runs/``), not at the root."""
-    assert sorted(p.name for p in DOCS.glob("*.json")) == []
+def test_no_figures_or_images_at_the_docs_root() -> None:
+    """A run's JSON and plots live beside its page (``docs/results/runs/``), a screenshot beside
+    the page that shows it: the root holds pages only."""
+    assert sorted(p.name for p in DOCS.iterdir() if p.is_file() and p.suffix != ".md") == []
 
 
 @pytest.fixture

@@ -1,5 +1,5 @@
 """``sidecar bench-cost``: what indexing one stored message costs in AWS and OpenSearch
-requests, per path, against the design's minimum M1 (issue 28, docs/cost.md).
+requests, per path, against the design's minimum M1 (issue 28, docs/results/cost.md).
 
 The corpus (default: the shipped demo mailbox) is stored by the project's writer into a fresh
 moto table; then each path runs on the same stored messages, each with a sidecar state table
@@ -27,7 +27,7 @@ HTTP request, and how often each message was synced per index. Not counted: Qdra
 the tailer's idle polling and lease renewals (per second, not per message), setup (tables,
 index templates).
 
-M1 (docs/cost.md): each message's Message, Body and META items and its participant items
+M1 (docs/results/cost.md): each message's Message, Body and META items and its participant items
 read once, strongly consistent, and its PEOPLE item written once.
 """
 

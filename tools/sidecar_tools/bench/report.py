@@ -215,6 +215,6 @@ def markdown(j: dict[str, Any]) -> str:
         met = "n/a" if t.met is None else ("yes" if t.met else "**no**")
         out.append(f"| {t.name} | {_num(t.measured)} | {t.needed} | {met} |")
     if j.get("cost"):
-        out += ["", "The bill per stored message, per indexing path (docs/cost.md):", "",
+        out += ["", "The bill per stored message, per indexing path (docs/results/cost.md):", "",
                 cost_markdown(j["cost"])]
     return "\n".join(out)

@@ -274,7 +274,7 @@ def bench_cost(
     """DynamoDB requests, read and write units, Streams, S3 and OpenSearch requests and syncs
     per stored message on each path (live on one shard page, live over emulated shard pages,
     re-delivery, export backfill, scan backfill) against the minimum M1, with the monthly cost
-    at --rate; the corpus stored into a fresh table of the run's own (docs/cost.md)."""
+    at --rate; the corpus stored into a fresh table of the run's own (docs/results/cost.md)."""
     from sidecar_tools.bench.cost import CostOptions, run
     from sidecar_tools.bench.cost_report import markdown
 
