@@ -122,7 +122,7 @@ def _embedding_gives_way(instance: Any = None, **_: Any) -> None:
     is given) while a full-text task is latency-bound (tens of milliseconds). On a host both
     roles share (``sidecar worker``, the demo, a small VM), the scheduler then runs full-text
     work first and embedding in the time left, so new mail stays searchable within seconds
-    under an embedding backlog (design invariant 5, docs/benchmarks.md's freshness runs). In
+    under an embedding backlog (design invariant 5, the freshness runs in docs/results/runs/). In
     a container of its own (Helm, ECS) it changes nothing: priorities only order the
     processes that share a CPU quota.
     """
