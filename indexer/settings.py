@@ -96,7 +96,7 @@ class Settings(BaseSettings):
         "new index, applied to existing ones too when the template is put (set it alike on "
         "every role). Each refresh makes a segment of what arrived since the last: shorter is "
         "fresher and leaves more small segments to merge. 500ms halves the wait for the next "
-        "refresh against OpenSearch's 1s at no bulk throughput measured (docs/benchmarks.md).",
+        "refresh against OpenSearch's 1s at no bulk throughput measured (docs/results/runs/).",
     )
     opensearch_index: str = Field(
         default="mail", description="Alias readers use; also the index-family prefix."
