@@ -58,11 +58,38 @@ def legacy_message(path: Path) -> str:
     )
 
 
-class EdgeStore:
-    """:class:`indexer.core.vectors.VectorStore` on Edge shards in one directory."""
+# The layout of the shards this store creates: the server's (see ``qdrant_server.TENANT_HNSW``
+# and ``INT8``; docs/operations/capacity.md). Edge runs the server's segment code and takes
+# the same knobs: no global graph (``m`` 0), one graph per mailbox (``payload_m`` 16 on the
+# ``is_tenant`` index), int8 scalar quantization kept in RAM and the float32 originals on disk
+# (mmap, read back to rescore). ``full_scan_threshold`` (KB) and ``ef_construct`` are the
+# server's defaults (Edge's constructor asks for them).
+def tenant_hnsw() -> qe.HnswIndexConfig:
+    return qe.HnswIndexConfig(m=0, ef_construct=100, full_scan_threshold=10_000, payload_m=16)
 
-    def __init__(self, root: Path, *, optimize_after: int = 20_000) -> None:
-        self.root, self.optimize_after = root, optimize_after
+
+def int8() -> qe.ScalarQuantizationConfig:
+    return qe.ScalarQuantizationConfig(qe.ScalarType.Int8, quantile=0.99, always_ram=True)
+
+
+def _search_params(exact: bool) -> qe.SearchParams:
+    """Rescore with the originals (oversampling 2, as on the server); ``exact``: every
+    matching point scored with the originals."""
+    if exact:
+        return qe.SearchParams(exact=True)
+    return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
+
+
+class EdgeStore:
+    """:class:`indexer.core.vectors.VectorStore` on Edge shards in one directory.
+
+    ``compact``: shards it creates get per-tenant graphs and int8 vectors with the originals
+    on disk (False: the float32 layout with a global graph that shards had before; the
+    benchmark builds both). A shard keeps the layout it was created with.
+    """
+
+    def __init__(self, root: Path, *, optimize_after: int = 20_000, compact: bool = True) -> None:
+        self.root, self.optimize_after, self.compact = root, optimize_after, compact
         if (root / "meta.json").is_file() or (root / "collection").is_dir():
             raise LegacyStoreError(legacy_message(root))
         root.mkdir(parents=True, exist_ok=True)
@@ -122,10 +149,16 @@ class EdgeStore:
         with self._mutex:
             if collection in self.collections():
                 return
-            params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)
+            if self.compact:
+                params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, on_disk=True,
+                                             quantization_config=int8())
+                config = qe.EdgeConfig(vectors=params, hnsw_config=tenant_hnsw())
+            else:
+                config = qe.EdgeConfig(
+                    vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
             staging = path.with_name(f".{collection}.new")
             shutil.rmtree(staging, ignore_errors=True)
-            shard = qe.EdgeShard.create(str(staging), qe.EdgeConfig(vectors=params))
+            shard = qe.EdgeShard.create(str(staging), config)
             tenant = qe.KeywordIndexParams(is_tenant=True)
             shard.update(qe.UpdateOperation.create_field_index("mailbox_id", tenant))
             for name in keyword_fields:
@@ -218,11 +251,12 @@ class EdgeStore:
         return [stored(r, with_vector) for r in found]
 
     def search(
-        self, collection: str, vector: Sequence[float], flt: Filter, limit: int
+        self, collection: str, vector: Sequence[float], flt: Filter, limit: int,
+        *, exact: bool = False,
     ) -> list[Hit]:
         request = qe.QueryRequest(
             limit=limit, query=qe.Query.Nearest(list(vector)), filter=to_filter(flt),
-            with_payload=True, with_vector=False,
+            with_payload=True, with_vector=False, params=_search_params(exact),
         )
         found = classified(lambda: self._shard(collection).query(request))
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in found]

@@ -104,12 +104,37 @@ def _read_consistency(value: str | None) -> dict[str, Any]:
     return {"consistency": models.ReadConsistencyType(value)}
 
 
+# The layout of the collections this store creates (docs/operations/capacity.md). Every search
+# is filtered by one mailbox, so a global graph (m 16) is never walked whole: ``m 0`` builds
+# none and ``payload_m 16`` builds one graph per value of the tenant field (``mailbox_id``,
+# ``is_tenant``), so a whale's search walks its own graph; mailboxes under the full-scan
+# threshold are searched exactly through the payload index. The vectors live as int8 in RAM
+# (4x smaller than float32, scalar quantization at the 0.99 quantile) with the float32
+# originals on disk, read back only to rescore the candidates of a search.
+TENANT_HNSW = models.HnswConfigDiff(m=0, payload_m=16)
+INT8 = models.ScalarQuantization(
+    scalar=models.ScalarQuantizationConfig(type=models.ScalarType.INT8, quantile=0.99,
+                                           always_ram=True))
+# Rescore the quantized candidates with the originals: Qdrant's default for on-disk originals,
+# stated so that a collection of either layout searches alike. Oversampling 2 fetches twice the
+# limit in int8 before rescoring (recall against exact search measured by bench-tenants).
+RESCORE = models.SearchParams(
+    quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0))
+EXACT = models.SearchParams(exact=True)
+
+
 class ServerStore:
-    """:class:`indexer.core.vectors.VectorStore` on a server (thread-safe, like its client)."""
+    """:class:`indexer.core.vectors.VectorStore` on a server (thread-safe, like its client).
+
+    ``compact``: collections it creates get per-tenant graphs and int8 vectors (the module's
+    ``TENANT_HNSW``/``INT8``); False creates the float32 layout with Qdrant's global graph
+    that collections had before (the benchmark builds both side by side). Collections that
+    already exist keep the layout they were made with; searches work on both.
+    """
 
     def __init__(self, client: QdrantClient, url: str, layout: Mapping[str, int] | None = None,
-                 *, read_consistency: str | None = None):
-        self.client, self.url = client, url
+                 *, read_consistency: str | None = None, compact: bool = True):
+        self.client, self.url, self.compact = client, url, compact
         # shards, replicas and write consistency of the collections it creates (a cluster;
         # the embedded Edge store has no distribution and ignores them)
         self.layout = dict(layout or {})
@@ -136,9 +161,12 @@ class ServerStore:
 
     def create(self, collection: str, dim: int, keyword_fields: Sequence[str]) -> None:
         if not self._do(self.client.collection_exists, collection_name=collection):
-            params = models.VectorParams(size=dim, distance=models.Distance.COSINE)
+            params = models.VectorParams(size=dim, distance=models.Distance.COSINE,
+                                         on_disk=True if self.compact else None)
+            tuned: dict[str, Any] = (
+                {"hnsw_config": TENANT_HNSW, "quantization_config": INT8} if self.compact else {})
             self._do(self.client.create_collection, collection_name=collection,
-                     vectors_config=params, **self.layout)
+                     vectors_config=params, **tuned, **self.layout)
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
         fields: list[tuple[str, Any]] = [("mailbox_id", tenant)]
         fields += [(f, models.PayloadSchemaType.KEYWORD) for f in keyword_fields]
@@ -202,11 +230,15 @@ class ServerStore:
         return [_stored(p) for p in points]
 
     def search(
-        self, collection: str, vector: Sequence[float], flt: Filter, limit: int
+        self, collection: str, vector: Sequence[float], flt: Filter, limit: int,
+        *, exact: bool = False,
     ) -> list[Hit]:
+        """Nearest points under ``flt``; ``exact`` scores every matching point with the float32
+        originals (the yardstick of the benchmark's recall)."""
         result = self._do(self.client.query_points, collection_name=collection,
                           query=list(vector), query_filter=to_filter(flt), limit=limit,
-                          with_payload=True, **self.consistency)
+                          with_payload=True, search_params=EXACT if exact else RESCORE,
+                          **self.consistency)
         return [Hit(str(p.id), float(p.score), dict(p.payload or {})) for p in result.points]
 
     def scroll(
