@@ -22,6 +22,9 @@ REQUIRED = (
     "availabilityZones", "privateSubnetIds", "imageRepository", "imageTag",
 )
 
+# The CPU architectures Fargate and Lambda both run (the same names as context values).
+ARCHITECTURES = ("x86_64", "arm64")
+
 
 def _list(value: Any) -> list[str]:
     """A context list: a JSON list (cdk.json) or a comma-separated string (``-c k=a,b``)."""
@@ -53,6 +56,9 @@ class SidecarConfig:
     metrics_agent_image: str = "public.ecr.aws/cloudwatch-agent/cloudwatch-agent:latest"
     redis_node_type: str = "cache.t4g.small"
     workers_max: int = 10
+    # x86_64 | arm64 (Graviton): every task's and the Lambda reader's CPU architecture; the
+    # images (imageTag, lambdaImageTag) must be built for it (docker buildx --platform).
+    cpu_architecture: str = "x86_64"
     account: str | None = None
     region: str | None = None
 
@@ -81,6 +87,10 @@ class SidecarConfig:
         zones = _list(get("availabilityZones"))
         if len(subnets) != len(zones) or len(subnets) < 2:
             raise ValueError("privateSubnetIds and availabilityZones: two or more, pairwise")
+        architecture = str(get("cpuArchitecture", cls.cpu_architecture)).lower()
+        if architecture not in ARCHITECTURES:
+            raise ValueError(f"cpuArchitecture: one of {', '.join(ARCHITECTURES)}, not "
+                             f"{architecture!r}")
         return cls(
             mail_table=table,
             mail_table_stream_arn=str(get("mailTableStreamArn")),
@@ -101,6 +111,7 @@ class SidecarConfig:
             metrics_agent_image=str(get("metricsAgentImage", cls.metrics_agent_image)),
             redis_node_type=str(get("redisNodeType", cls.redis_node_type)),
             workers_max=int(get("workersMax", cls.workers_max)),
+            cpu_architecture=architecture,
             account=get("account"),
             region=get("region"),
         )

@@ -12,14 +12,23 @@ What it creates, and why each piece is shaped so:
   transit, reachable only from the sidecar's security groups.
 - **ECS Fargate services**, one per role, each task with its role's policy from
   ``deploy/iam``: the tailer at two tasks (one reads, the lease keeps the other standing by),
-  the full-text and vectors workers scaled on their queue's depth, the API behind an internal
-  ALB (``/readyz`` is the target health check; the metrics port is never in the target group).
-  Worker and tailer security groups accept no inbound traffic at all.
+  the full-text and vectors workers scaled on their queue's depth (120 s to stop: the batch in
+  hand finishes), the API behind an internal ALB. The target health check is the liveness route
+  ``/healthz``, not ``/readyz``: ECS replaces tasks its load balancer marks unhealthy, so a
+  check that asks the engines would turn an OpenSearch outage into API task churn; ``/readyz``
+  is for people and alarms. The metrics port is never in the target group. Worker and tailer
+  security groups accept no inbound traffic at all. Every task (and the Lambda reader) runs
+  on ``cpuArchitecture`` (x86_64, or arm64 for Graviton).
 - **Metrics**: a CloudWatch agent container per task scrapes the process's Prometheus port on
   localhost and writes the ``sidecar_*`` metrics to the ``MailSearchSidecar`` namespace
   (embedded metric format), so scaling and alarms read what the README's metrics table says.
-- **Alarms** (to an SNS topic): stream lag (or the Lambda's iterator age), stream gaps, dead
-  letters, tasks resent, the API's 5xx rate.
+- **Alarms** (to an SNS topic), the conditions of ``deploy/prometheus/sidecar-rules.yml``, each
+  description naming its Prometheus alert and runbook: liveness from ECS's running-task counts
+  (and the ALB's healthy hosts), which breach when the data is missing, and the tailer's lag,
+  which breaches when no lag is reported at all (a dead tailer emits nothing); stream gaps,
+  stalled engines, Redis unreachable, tasks resent, dead letters waiting and growing, the API's
+  p99 latency and 5xx rate, ElastiCache evictions and memory. A CloudWatch dashboard with the
+  alarms and the pipeline's, the API's and the broker's metrics.
 - Task definitions for the one-off commands (``sidecar init``, ``sidecar backfill``) with the
   operator and backfill roles, run with ``aws ecs run-task``.
 """
@@ -54,6 +63,13 @@ from sidecar_cdk import policies
 from sidecar_cdk.config import SidecarConfig
 
 NAMESPACE = "MailSearchSidecar"
+# Where the alarms' runbooks are (paths in this repository; the docs site has the same pages).
+RUNBOOKS = "docs/operations/runbooks.md"
+DLQ_RUNBOOK = "docs/operations/dead-letters.md#runbook-the-dlq-is-filling"
+# The Prometheus alert (deploy/prometheus/sidecar-rules.yml) of each service's liveness alarm.
+DOWN_ALERT = {"tailer": "SidecarTailerDown", "fulltext": "SidecarFulltextWorkersDown",
+              "vectors": "SidecarVectorsWorkersDown", "api": "SidecarApiDown"}
+WORKER_STOP_TIMEOUT_S = 120  # Fargate's maximum; the chart gives workers the same grace
 METRICS_PORT = 9400  # SIDECAR_METRICS_PORT of the tailer and the workers
 API_PORT = 8080
 API_METRICS_PORT = 9108  # SIDECAR_API_METRICS_PORT (default): scraped in the task only
@@ -102,6 +118,7 @@ class SidecarStack(cdk.Stack):
     ) -> None:
         super().__init__(scope, construct_id, **kwargs)
         self.config = config
+        self.alarms: list[cloudwatch.Alarm] = []
         self.reader = reader
         cfg = config
 
@@ -181,6 +198,7 @@ class SidecarStack(cdk.Stack):
         self.key.grant_encrypt_decrypt(self.roles["backfill"])  # SSE-KMS export objects
         self.bucket.grant_read_write(self.roles["backfill"])
         self._alarms()
+        self._dashboard()
 
         cdk.CfnOutput(self, "StateTableName", value=self.state_table.table_name)
         cdk.CfnOutput(self, "ExportBucketName", value=self.bucket.bucket_name)
@@ -205,6 +223,7 @@ class SidecarStack(cdk.Stack):
             security_group_ids=[self.redis_sg.security_group_id],
             snapshot_retention_limit=1,
         )
+        self.redis_group = group
         return (f"rediss://{group.attr_primary_end_point_address}:"
                 f"{group.attr_primary_end_point_port}/0?ssl_cert_reqs=required")
 
@@ -254,7 +273,9 @@ class SidecarStack(cdk.Stack):
             self, f"{name.capitalize()}Task", cpu=cpu, memory_limit_mib=memory,
             task_role=self.roles[role],
             runtime_platform=ecs.RuntimePlatform(
-                cpu_architecture=ecs.CpuArchitecture.X86_64,
+                cpu_architecture=(ecs.CpuArchitecture.ARM64
+                                  if self.config.cpu_architecture == "arm64"
+                                  else ecs.CpuArchitecture.X86_64),
                 operating_system_family=ecs.OperatingSystemFamily.LINUX))
         # Read-only root: what the process writes (Prometheus' multiprocess files, tmp) goes
         # to the task's ephemeral volumes.
@@ -282,6 +303,10 @@ class SidecarStack(cdk.Stack):
             logging=ecs.LogDriver.aws_logs(stream_prefix=name, log_group=log_group),
             readonly_root_filesystem=True, user="10001", health_check=check,
             port_mappings=[ecs.PortMapping(container_port=API_PORT)] if name == "api" else None,
+            # Workers: Celery's warm shutdown finishes the batch in hand (Fargate's default is
+            # 30 s, then SIGKILL, and the batch is redelivered and done again).
+            stop_timeout=(cdk.Duration.seconds(WORKER_STOP_TIMEOUT_S)
+                          if name in ("fulltext", "vectors") else None),
             essential=True)
         container.add_mount_points(
             ecs.MountPoint(container_path="/tmp", source_volume="tmp", read_only=False),  # noqa: S108
@@ -373,7 +398,8 @@ class SidecarStack(cdk.Stack):
             "Api", port=API_PORT, protocol=elbv2.ApplicationProtocol.HTTP,
             targets=[service.load_balancer_target(container_name="sidecar",
                                                   container_port=API_PORT)],
-            health_check=elbv2.HealthCheck(path="/readyz", healthy_http_codes="200",
+            # Liveness, never /readyz: an unhealthy target is a task ECS replaces.
+            health_check=elbv2.HealthCheck(path="/healthz", healthy_http_codes="200",
                                            interval=cdk.Duration.seconds(15)),
             deregistration_delay=cdk.Duration.seconds(30))
         scaling = service.auto_scale_task_count(min_capacity=2,
@@ -421,6 +447,8 @@ class SidecarStack(cdk.Stack):
             self, "Reader", role=role, vpc=self.vpc, vpc_subnets=self.subnets,
             security_groups=[sg], memory_size=1024, timeout=cdk.Duration.minutes(5),
             environment=env, description="mail-search-sidecar stream reader",
+            architecture=(lambda_.Architecture.ARM_64 if cfg.cpu_architecture == "arm64"
+                          else lambda_.Architecture.X86_64),
             code=lambda_.DockerImageCode.from_ecr(
                 self.repository, tag_or_digest=cfg.lambda_image_tag))
         self.mapping = lambda_.EventSourceMapping(
@@ -432,46 +460,208 @@ class SidecarStack(cdk.Stack):
             report_batch_item_failures=True, parallelization_factor=1,
             on_failure=event_sources.S3OnFailureDestination(self.bucket))
 
-    def _alarm(self, cid: str, metric: cloudwatch.IMetric, threshold: float,
-               description: str, periods: int = 3) -> None:
+    def _alarm(self, cid: str, metric: cloudwatch.IMetric, threshold: float, *,
+               summary: str, runbook: str, alert: str | None, periods: int = 3,
+               below: bool = False, inclusive: bool = False,
+               missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
+               ) -> cloudwatch.Alarm:
+        """An alarm to the topic whose description says what happened, the Prometheus alert
+        of the same condition (deploy/prometheus/sidecar-rules.yml) and the runbook to follow,
+        so the page at 3 a.m. names the page of the docs to open."""
+        if below:
+            comparison = cloudwatch.ComparisonOperator.LESS_THAN_THRESHOLD
+        elif inclusive:
+            comparison = cloudwatch.ComparisonOperator.GREATER_THAN_OR_EQUAL_TO_THRESHOLD
+        else:
+            comparison = cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD
+        description = summary + (f" (Prometheus alert: {alert})" if alert else "") + (
+            f". Runbook: {runbook}")
         alarm = cloudwatch.Alarm(
             self, cid, metric=metric, threshold=threshold, evaluation_periods=periods,
-            comparison_operator=cloudwatch.ComparisonOperator.GREATER_THAN_THRESHOLD,
-            treat_missing_data=cloudwatch.TreatMissingData.NOT_BREACHING,
+            comparison_operator=comparison, treat_missing_data=missing,
             alarm_description=description)
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
+        alarm.add_ok_action(cw_actions.SnsAction(self.topic))
+        self.alarms.append(alarm)
+        return alarm
 
-    def _sidecar_metric(self, name: str, role: str, statistic: str) -> cloudwatch.Metric:
+    def _sidecar_metric(self, name: str, role: str, statistic: str,
+                        minutes: int = 1) -> cloudwatch.Metric:
         return cloudwatch.Metric(namespace=NAMESPACE, metric_name=name,
                                  dimensions_map={"role": role}, statistic=statistic,
-                                 period=cdk.Duration.minutes(1))
+                                 period=cdk.Duration.minutes(minutes))
+
+    def _across_roles(self, name: str, statistic: str, function: str, label: str,
+                      roles: list[str] | None = None) -> cloudwatch.MathExpression:
+        """``function`` (MIN or MAX) of one ``sidecar_*`` metric over the roles' series: every
+        process reports the gauge, each role under its own dimension."""
+        roles = roles or list(self.services)
+        # Ids unique per metric: one graph may show two of these expressions.
+        ids = {role: f"{name.removeprefix('sidecar_')}_{role}" for role in roles}
+        using: dict[str, cloudwatch.IMetric] = {
+            ids[role]: self._sidecar_metric(name, role, statistic) for role in roles}
+        return cloudwatch.MathExpression(
+            expression=f"{function}([{', '.join(ids.values())}])", using_metrics=using,
+            label=label,
+            period=cdk.Duration.minutes(1))
+
+    def running_tasks(self, name: str) -> cloudwatch.Metric:
+        """Container Insights' running-task count of one service: absent (and so breaching)
+        when the service has no task at all."""
+        return cloudwatch.Metric(
+            namespace="ECS/ContainerInsights", metric_name="RunningTaskCount",
+            dimensions_map={"ClusterName": self.cluster.cluster_name,
+                            "ServiceName": self.services[name].service_name},
+            statistic="Minimum", period=cdk.Duration.minutes(1), label=f"{name} tasks")
+
+    def _redis_metric(self, name: str, statistic: str) -> cloudwatch.MathExpression:
+        """An ElastiCache metric, the higher of the replication group's two nodes (the
+        primary moves on failover)."""
+        nodes = {f"n{i}": cloudwatch.Metric(
+            namespace="AWS/ElastiCache", metric_name=name,
+            dimensions_map={"CacheClusterId": f"{self.redis_group.ref}-00{i}"},
+            statistic=statistic, period=cdk.Duration.minutes(5)) for i in (1, 2)}
+        return cloudwatch.MathExpression(expression="MAX([n1, n2])", using_metrics=dict(nodes),
+                                         label=f"broker {name}", period=cdk.Duration.minutes(5))
 
     def _alarms(self) -> None:
+        breaching = cloudwatch.TreatMissingData.BREACHING
+        # Liveness: a service without a running task. Missing data breaches: a service whose
+        # tasks are all gone has no count at all.
+        for name in self.services:
+            self._alarm(f"{name.capitalize()}TasksAlarm", self.running_tasks(name), 1,
+                        summary=f"No {name} task running", alert=DOWN_ALERT[name],
+                        runbook=f"{RUNBOOKS}#a-process-is-down", periods=2, below=True,
+                        missing=breaching)
+        self._alarm("ApiHealthyHostsAlarm", self.target_group.metrics.healthy_host_count(
+            statistic="Minimum", period=cdk.Duration.minutes(1)), 1,
+            summary="The API's load balancer has no healthy target (GET /healthz fails)",
+            alert="SidecarApiDown", runbook=f"{RUNBOOKS}#a-process-is-down", periods=2,
+            below=True, missing=breaching)
         if self.reader == "tailer":
+            # Breaches on missing data too: a crashed or crash-looping tailer stops reporting
+            # lag, which must not read as "no lag".
             self._alarm("StreamLagAlarm",
                         self._sidecar_metric("sidecar_stream_lag_seconds", "tailer", "Maximum"),
-                        300, "Stream lag over 5 min (README: Runbook: lag is growing)")
+                        300, summary="Stream lag over 5 min, or no tailer reports a lag at all",
+                        alert="SidecarStreamLagHigh, SidecarStreamNotRead",
+                        runbook=f"{RUNBOOKS}#lag-is-growing", missing=breaching)
             self._alarm("StreamGapAlarm",
-                        self._sidecar_metric("sidecar_stream_gaps_total", "tailer", "Sum"),
-                        0, "Stream records expired unread (README: Runbook: stream gap)", 1)
+                        self._sidecar_metric("sidecar_stream_gaps_total", "tailer", "Sum", 5),
+                        0, summary="Stream records expired unread", alert="SidecarStreamGap",
+                        runbook=f"{RUNBOOKS}#stream-gap-detected", periods=1)
             self._alarm("TasksResentAlarm",
-                        self._sidecar_metric("sidecar_tasks_resent_total", "tailer", "Sum"),
-                        10, "Tasks resent because the broker lost them", 1)
+                        self._sidecar_metric("sidecar_tasks_resent_total", "tailer", "Sum", 5),
+                        10, summary="Over 10 tasks resent in 5 min (the broker lost them)",
+                        alert="SidecarTasksResent", runbook=f"{RUNBOOKS}#redis-is-down-or-full",
+                        periods=1)
         else:
+            # No records, no invocations, no IteratorAge: an idle stream is not missing data.
             self._alarm("StreamLagAlarm", self.function.metric(
                 "IteratorAge", statistic="Maximum", period=cdk.Duration.minutes(1)),
-                300_000, "Lambda reader's iterator age over 5 min (stream lag)")
+                300_000, summary="Lambda reader's iterator age over 5 min (stream lag)",
+                alert="SidecarStreamLagHigh", runbook=f"{RUNBOOKS}#lag-is-growing")
             self._alarm("ReaderErrorsAlarm", self.function.metric_errors(
-                period=cdk.Duration.minutes(5)), 0, "Lambda reader invocations failing", 2)
+                period=cdk.Duration.minutes(5)), 0, summary="Lambda reader invocations failing",
+                alert=None, runbook=f"{RUNBOOKS}#lag-is-growing", periods=2)
+        self._alarm("StalledAlarm", self._across_roles(
+            "sidecar_stalled", "Maximum", "MAX", "stalled",
+            [r for r in self.services if r != "tailer"]), 1,
+            summary="An engine refuses the sidecar's credentials (401/403); batches wait",
+            alert="SidecarStalled", runbook=f"{RUNBOOKS}#an-engine-refuses-the-sidecar-stalled",
+            periods=2, inclusive=True)
+        self._alarm("RedisDownAlarm", self._across_roles(
+            "sidecar_redis_up", "Minimum", "MIN", "Redis up"), 1,
+            summary="The broker (Redis) does not answer a sidecar role",
+            alert="SidecarRedisDown", runbook=f"{RUNBOOKS}#redis-is-down-or-full", periods=2,
+            below=True)
         self._alarm("DeadLettersAlarm",
                     self._sidecar_metric("sidecar_dlq_entries", "api", "Maximum"),
-                    0, "Dead letters waiting (README: Runbook: the DLQ is filling)", 1)
+                    0, summary="Dead letters waiting", alert="SidecarDeadLetters",
+                    runbook=DLQ_RUNBOOK, periods=1)
+        growth = cloudwatch.MathExpression(
+            expression="DIFF(dlq)", label="dead letters added",
+            using_metrics={"dlq": self._sidecar_metric("sidecar_dlq_entries", "api", "Maximum",
+                                                       15)},
+            period=cdk.Duration.minutes(15))
+        self._alarm("DeadLettersGrowingAlarm", growth, 0,
+                    summary="The dead-letter count grew in the last 15 min",
+                    alert="SidecarDeadLettersGrowing", runbook=DLQ_RUNBOOK, periods=1)
         lb = self.alb.metrics
-        rate = cloudwatch.MathExpression(
+        self._alarm("ApiLatencyAlarm", lb.target_response_time(
+            statistic="p99", period=cdk.Duration.minutes(5)), 1,
+            summary="API p99 latency over 1 s for 10 min", alert="SidecarApiLatencyHigh",
+            runbook=f"{RUNBOOKS}#the-api-is-slow-or-failing", periods=2)
+        self._alarm("Api5xxAlarm", self.api_5xx_percent(), 5,
+                    summary="API answers over 5 % 5xx", alert="SidecarApiErrors",
+                    runbook=f"{RUNBOOKS}#the-api-is-slow-or-failing")
+        self._alarm("RedisEvictionsAlarm", self._redis_metric("Evictions", "Sum"), 0,
+                    summary="The broker evicted keys (queued tasks may be lost)",
+                    alert="SidecarRedisEvictions", runbook=f"{RUNBOOKS}#redis-is-down-or-full",
+                    periods=1)
+        self._alarm("RedisMemoryAlarm",
+                    self._redis_metric("DatabaseMemoryUsagePercentage", "Maximum"), 80,
+                    summary="The broker uses over 80 % of its memory for 15 min",
+                    alert="SidecarRedisMemoryHigh", runbook=f"{RUNBOOKS}#redis-is-down-or-full")
+
+    def api_5xx_percent(self) -> cloudwatch.MathExpression:
+        lb = self.alb.metrics
+        return cloudwatch.MathExpression(
             expression="100 * errors / MAX([requests, 1])",
             using_metrics={
                 "errors": lb.http_code_target(elbv2.HttpCodeTarget.TARGET_5XX_COUNT,
                                               statistic="Sum", period=cdk.Duration.minutes(1)),
                 "requests": lb.request_count(statistic="Sum", period=cdk.Duration.minutes(1)),
             }, label="API 5xx %", period=cdk.Duration.minutes(1))
-        self._alarm("Api5xxAlarm", rate, 5, "API answers over 5 % 5xx")
+
+    def _dashboard(self) -> None:
+        """One CloudWatch dashboard: the alarms' states first, then what the runbooks ask
+        about (lag and queues, the workers' throughput, dead letters, the API, the broker)."""
+        lb = self.alb.metrics
+        if self.reader == "tailer":
+            lag: cloudwatch.IMetric = self._sidecar_metric(
+                "sidecar_stream_lag_seconds", "tailer", "Maximum")
+        else:
+            lag = self.function.metric("IteratorAge", statistic="Maximum",
+                                       period=cdk.Duration.minutes(1))
+        width = 8
+        dashboard = cloudwatch.Dashboard(self, "Dashboard",
+                                         default_interval=cdk.Duration.hours(3))
+        dashboard.add_widgets(cloudwatch.AlarmStatusWidget(
+            title="Alarms", alarms=list(self.alarms), width=24, height=4))
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Stream lag (max)", left=[lag], width=width),
+            cloudwatch.GraphWidget(title="Queue depth", width=width, left=[
+                self.queue_depth("fulltext"), self.queue_depth("vectors")]),
+            cloudwatch.GraphWidget(title="Running tasks", width=width, left=[
+                self.running_tasks(name) for name in self.services]))
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Messages synced per minute", width=width, left=[
+                self._sidecar_metric("sidecar_worker_messages_total", stage, "Sum")
+                for stage in ("fulltext", "vectors")]),
+            cloudwatch.GraphWidget(title="Dead letters", width=width, left=[
+                self._sidecar_metric("sidecar_dlq_entries", "api", "Maximum")]),
+            cloudwatch.GraphWidget(title="Stalled (1) / Redis up (1)", width=width, left=[
+                self._across_roles("sidecar_stalled", "Maximum", "MAX", "stalled",
+                                   [r for r in self.services if r != "tailer"]),
+                self._across_roles("sidecar_redis_up", "Minimum", "MIN", "Redis up")]))
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="API latency (s)", width=width, left=[
+                lb.target_response_time(statistic=p, period=cdk.Duration.minutes(1))
+                for p in ("p50", "p99")]),
+            cloudwatch.GraphWidget(title="API requests and 5xx %", width=width,
+                                   left=[lb.request_count(statistic="Sum",
+                                                          period=cdk.Duration.minutes(1))],
+                                   right=[self.api_5xx_percent()]),
+            cloudwatch.GraphWidget(title="API healthy targets", width=width, left=[
+                self.target_group.metrics.healthy_host_count(
+                    statistic="Minimum", period=cdk.Duration.minutes(1))]))
+        dashboard.add_widgets(
+            cloudwatch.GraphWidget(title="Broker memory %", width=width, left=[
+                self._redis_metric("DatabaseMemoryUsagePercentage", "Maximum")]),
+            cloudwatch.GraphWidget(title="Broker evictions", width=width, left=[
+                self._redis_metric("Evictions", "Sum")]),
+            cloudwatch.GraphWidget(title="Broker engine CPU %", width=width, left=[
+                self._redis_metric("EngineCPUUtilization", "Maximum")]))
+        self.dashboard = dashboard
+        cdk.CfnOutput(self, "DashboardName", value=dashboard.dashboard_name)
