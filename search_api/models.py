@@ -81,6 +81,13 @@ class Hit(BaseModel):
     )
 
 
+class DidYouMean(BaseModel):
+    """A corrected query built from the mailbox's own words, and its number of hits."""
+
+    q: str = Field(description="The query with its unknown or rare words corrected.")
+    hits: int = Field(description="Messages the corrected query matches in this mailbox.")
+
+
 class SearchPage(BaseModel):
     """One page of a search and where the next one starts."""
 
@@ -88,6 +95,14 @@ class SearchPage(BaseModel):
     next_cursor: str | None = Field(
         description="Pass as `cursor` (same q, mode, collapse, sort) for the next page; "
         "null on the last page. Opaque and signed: a changed or foreign cursor is a 400."
+    )
+    did_you_mean: DidYouMean | None = Field(
+        default=None,
+        description="On the first page of a full-text or hybrid search whose words the "
+        "mailbox lacks (or holds in very few messages): the query with them corrected to "
+        "words of this mailbox, and its hit count; null when there is nothing better. Left "
+        "out on semantic searches and later pages.",
+        json_schema_extra=_no_default,
     )
 
 
@@ -112,13 +127,6 @@ class ContactsPage(BaseModel):
     """The mailbox's correspondents matching a prefix, most frequent and recent first."""
 
     contacts: list[Contact]
-
-
-class DidYouMean(BaseModel):
-    """A corrected query built from the mailbox's own words, and its number of hits."""
-
-    q: str = Field(description="The query with its unknown or rare words corrected.")
-    hits: int = Field(description="Messages the corrected query matches in this mailbox.")
 
 
 class Health(BaseModel):

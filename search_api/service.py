@@ -22,7 +22,7 @@ from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from search_api import candidates as legs
 from search_api import cursor as cursors
-from search_api import hits
+from search_api import hits, suggest
 from search_api.backends import Backends
 from search_api.candidates import Candidate
 from search_api.models import SearchPage, SimilarPage
@@ -63,6 +63,9 @@ def search(
 ) -> SearchPage:
     """The page of hits and the cursor of the next one (None on the last page)."""
     request_id = cursors.fingerprint(mailbox, req.q, req.mode, req.collapse, req.sort)
+    # "Did you mean" (first page of full text or hybrid) runs beside the search (suggest.py).
+    suggested = (b.concurrently(suggest.did_you_mean, b, mailbox, req.q, req.node)
+                 if req.mode != "semantic" and req.cursor is None else None)
     if req.mode != "semantic" and req.sort == "relevance":  # the mailbox's own word counts
         req = replace(req, node=mailbox_weighted(b, mailbox, req.node))
     # search_after pages carry their sort values in the cursor: only where they hold no
@@ -82,10 +85,13 @@ def search(
     if req.mode == "hybrid":  # its candidates came without snippets: only the page gets them
         legs.highlight_page(b, mailbox, req.node, page)
     joined, _ = hits.join_rows(b, mailbox, page)
-    return SearchPage.model_validate({
+    answer: dict[str, Any] = {
         "hits": hits.shown(b.settings, joined, req.mode, first_rank),
         "next_cursor": codec.encode(request_id, next_position) if next_position else None,
-    })
+    }
+    if suggested is not None:
+        answer["did_you_mean"] = suggested.result()
+    return SearchPage.model_validate(answer)
 
 
 def _after_page(

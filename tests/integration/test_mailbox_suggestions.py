@@ -4,13 +4,13 @@ mailbox only (invariant 6), over two mailboxes indexed by the real pipeline."""
 from __future__ import annotations
 
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import pytest
 
-from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
-from tests.conftest import namespaced
+from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
+from tests.conftest import _drop_indices, namespaced
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -19,8 +19,8 @@ RAY = ("Raymond Chen", "rchen@microsoft.example")
 
 
 def _mail(n: int, subject: str, body: str, *, sender: tuple[str, str],
-          to: list[tuple[str | None, str]], cc: list[tuple[str | None, str]] = (),
-          bcc: list[tuple[str | None, str]] = (), day: int = 1) -> dict[str, Any]:
+          to: list[tuple[str | None, str]], cc: Sequence[tuple[str | None, str]] = (),
+          bcc: Sequence[tuple[str | None, str]] = (), day: int = 1) -> dict[str, Any]:
     """A message whose recipients carry names (the fixture's ``mail`` leaves them out)."""
     email = mail(n, subject, body, sender=sender, to=[], day=day)
     meta = email["metadata"]
@@ -67,6 +67,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
         store_all(settings, running.mailbox_b, MAILBOX_B)
         index_all(settings, tmp)
         yield running
+    _drop_indices(settings, settings.opensearch_index)
 
 
 def contacts(api: Api, prefix: str, token: str | None = None, mailbox: str | None = None,
@@ -136,3 +137,46 @@ def test_contacts_limit_order_auth_and_bad_input(api: Api) -> None:
         answer = api.get(own, prefix=hostile)
         assert answer.status_code == 200, (hostile, answer.text)
     assert emails(contacts(api, ".*")) == [] and emails(contacts(api, "@")) == []
+
+
+def _matching(mails: list[dict[str, Any]], word: str) -> int:
+    return sum(word in (m["metadata"]["subject"] + " " + m["content"]["clean"]).lower()
+               for m in mails)
+
+
+def suggestion(api: Api, q: str, token: str | None = None, mailbox: str | None = None,
+               **params: Any) -> Any:
+    response = api.search(q, token or TOKEN_A, mailbox, **params)
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert "did_you_mean" in body, body
+    return body["did_you_mean"]
+
+
+def test_did_you_mean_corrects_from_the_mailbox_words(api: Api) -> None:
+    assert suggestion(api, "kernal") == {"q": "kernel", "hits": _matching(MAILBOX_A, "kernel")}
+    assert suggestion(api, "Kernal") == {"q": "Kernel", "hits": _matching(MAILBOX_A, "kernel")}
+    # a transposition beside a known word; the query keeps its operators
+    assert suggestion(api, "recieve timer") == {"q": "receive timer", "hits": 1}
+    assert suggestion(api, "from:ralf recieve") == {"q": "from:ralf receive", "hits": 1}
+    assert suggestion(api, "kernal", mode="hybrid")["q"] == "kernel"
+    assert suggestion(api, "kernel") is None  # nothing better than what was typed
+    assert suggestion(api, "zzzzqqq") is None  # nothing near it
+
+
+def test_did_you_mean_never_offers_another_mailboxs_word(api: Api) -> None:
+    # "lisbon" is in mailbox B only: however close, A is never told of it...
+    assert suggestion(api, "lisbonn") is None
+    assert suggestion(api, "Lisbom") is None
+    # ...while B, which holds it, is (the word is in the shard the whole time).
+    assert suggestion(api, "lisbonn", TOKEN_B, api.mailbox_b) == {
+        "q": "lisbon", "hits": _matching(MAILBOX_B, "lisbon")}
+
+
+def test_did_you_mean_left_out_on_semantic_and_later_pages(api: Api) -> None:
+    semantic = api.search("kernal", mode="semantic")
+    assert semantic.status_code == 200 and "did_you_mean" not in semantic.json()
+    first = api.search("kernel", limit=1).json()
+    assert first["did_you_mean"] is None and first["next_cursor"]
+    later = api.search("kernel", limit=1, cursor=first["next_cursor"]).json()
+    assert "did_you_mean" not in later

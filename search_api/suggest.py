@@ -1,0 +1,220 @@
+""""Did you mean": a corrected query built only from the caller's own mailbox's words.
+
+Why not OpenSearch's term or phrase suggesters: they read the shard's term dictionary, which
+holds every tenant's words — a typo close to a word only another mailbox holds would be
+"corrected" to it, telling the caller that word exists elsewhere (invariant 6 of the design).
+Here every word proposed is one that occurs in a message of the caller's mailbox, learnt from
+those messages only:
+
+1. **Which words are suspect**: one ``size: 0`` request under the mailbox filter counts the
+   messages each free word of the query matches (the search's own clause for the word, so
+   stemmed forms count). A word in at most :data:`RARE` messages is suspect (mail has typos
+   too: a word found once beside a word found 50 times is most likely one).
+2. **Candidates**: a ``fuzzy`` query (Damerau-Levenshtein, OpenSearch's ``AUTO`` edits: one
+   for 3–5 letters, two from 6) on the unstemmed subject and body, *filtered to the mailbox*,
+   highlights the words it matched in up to :data:`SAMPLE` of the mailbox's messages; those
+   marked words are the candidates. The fuzzy query's expansion of the typo to dictionary
+   terms is the shard's (:data:`MAX_EXPANSIONS`), but only the mailbox's messages can match,
+   and only words of those messages are read back. (Residual, as for a prefix: which terms the
+   expansion keeps may depend on other mailboxes' words when more than
+   :data:`MAX_EXPANSIONS` are within reach, so a correction can be missed, never leaked.)
+3. **The choice**: each candidate's messages in the mailbox (one request); the closest one by
+   edit distance wins, then the most frequent; it must be in at least :data:`RARER` times as
+   many messages as the word (any, for a word the mailbox lacks).
+4. **Its hits**: the corrected query's count in the mailbox (the full-text query, all words),
+   counted beside the typed one's: null when it finds no more than the query did.
+
+The caller's text never becomes anything but a leaf value of these queries.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import unicodedata
+from collections.abc import Mapping
+from typing import Any
+
+from indexer.core.errors import PoisonError, TransientError
+from search_api.backends import Backends, naming
+from search_api.models import DidYouMean
+from search_api.query import Node, QueryError, parse
+from search_api.query.ast import Term
+from search_api.query.clauses import MAILBOX_FIELD, clause
+from search_api.query.opensearch import build_query
+from search_api.query.weights import words as free_words
+
+log = logging.getLogger(__name__)
+
+RARE = 2  # a word in more of the mailbox's messages than this is taken as meant
+RARER = 20  # a rare (not absent) word yields to one in this many times more messages
+MIN_LENGTH = 4  # shorter words are too often meant as typed (and too close to everything)
+MAX_SUSPECTS = 4
+SAMPLE = 30  # messages whose matched words are read
+MAX_EXPANSIONS = 200
+CANDIDATES_PER_WORD = 4
+FIELDS = ("subject.exact", "clean.exact")
+_PRE, _POST = "\u0002", "\u0003"
+_MARKED = re.compile(f"{_PRE}([^{_POST}]{{1,100}}){_POST}")
+
+
+def fold(text: str) -> str:
+    """Lower-cased, accents removed: as the ``.exact`` fields store a word."""
+    decomposed = unicodedata.normalize("NFKD", text.lower())
+    return "".join(c for c in decomposed if not unicodedata.combining(c))
+
+
+def edits(a: str, b: str) -> int:
+    """Optimal-string-alignment distance: insertions, deletions, substitutions and
+    transpositions of two adjacent letters each cost one (what ``fuzzy`` counts)."""
+    prev2: list[int] = []
+    prev = list(range(len(b) + 1))
+    for i in range(1, len(a) + 1):
+        cur = [i] + [0] * len(b)
+        for j in range(1, len(b) + 1):
+            cost = 0 if a[i - 1] == b[j - 1] else 1
+            cur[j] = min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + cost)
+            if i > 1 and j > 1 and a[i - 1] == b[j - 2] and a[i - 2] == b[j - 1]:
+                cur[j] = min(cur[j], prev2[j - 2] + 1)
+        prev2, prev = prev, cur
+    return prev[len(b)]
+
+
+def allowed_edits(word: str) -> int:
+    """OpenSearch's ``AUTO`` fuzziness: 0 up to 2 letters, 1 up to 5, then 2."""
+    return 0 if len(word) < 3 else 1 if len(word) < 6 else 2
+
+
+def _spellable(word: str) -> bool:
+    """Latin letters only (accents allowed): no digits, identifiers, CJK or short words."""
+    folded = fold(word)
+    return len(folded) >= MIN_LENGTH and folded.isascii() and folded.isalpha()
+
+
+def _filtered(mailbox: str, query: dict[str, Any] | None = None) -> dict[str, Any]:
+    must: list[dict[str, Any]] = [{"term": {MAILBOX_FIELD: mailbox}}]
+    if query is not None:
+        must.append(query)
+    return {"bool": {"filter": must}}
+
+
+def _counts(b: Backends, mailbox: str, named: Mapping[str, dict[str, Any]]) -> dict[str, int]:
+    """Messages of the mailbox each query matches (one request)."""
+    body = {
+        "size": 0,
+        "track_total_hits": False,
+        "query": _filtered(mailbox),
+        "aggs": {"c": {"filters": {"filters": dict(named)}}},
+    }
+    answer = _ask(b, mailbox, body)
+    buckets = ((answer.get("aggregations") or {}).get("c") or {}).get("buckets", {})
+    return {name: int(buckets.get(name, {}).get("doc_count", 0)) for name in named}
+
+
+def _ask(b: Backends, mailbox: str, body: dict[str, Any]) -> dict[str, Any]:
+    with naming("opensearch"):
+        return b.opensearch.search_response(mailbox, body, budget_ms=b.settings.search_timeout_ms)
+
+
+def _near_words(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
+    """Per suspect word, the mailbox's words within its edits that the fuzzy query marked,
+    with the number of sampled messages each was marked in."""
+    fuzzy = [
+        {"fuzzy": {f: {"value": fold(w), "fuzziness": "AUTO", "transpositions": True,
+                       "max_expansions": MAX_EXPANSIONS, "prefix_length": 0}}}
+        for w in suspects for f in FIELDS
+    ]
+    should = {"bool": {"should": fuzzy, "minimum_should_match": 1}}
+    body = {
+        "size": SAMPLE,
+        "track_total_hits": False,
+        "_source": False,
+        "query": _filtered(mailbox, should),
+        "highlight": {
+            "type": "unified",
+            "pre_tags": [_PRE],
+            "post_tags": [_POST],
+            "number_of_fragments": 3,
+            "fragment_size": 60,
+            "max_analyzer_offset": 20_000,
+            "fields": {f: {} for f in FIELDS},
+        },
+    }
+    answer = _ask(b, mailbox, body)
+    near: dict[str, dict[str, int]] = {w: {} for w in suspects}
+    for hit in answer.get("hits", {}).get("hits", []):
+        seen: set[str] = set()
+        for fragments in (hit.get("highlight") or {}).values():
+            for fragment in fragments:
+                seen.update(fold(m) for m in _MARKED.findall(fragment))
+        for marked in seen:
+            for w in suspects:
+                folded = fold(w)
+                if marked != folded and edits(marked, folded) <= allowed_edits(folded):
+                    near[w][marked] = near[w].get(marked, 0) + 1
+    return near
+
+
+def _closest(word: str, found: Mapping[str, int]) -> list[str]:
+    """The candidates worth counting: fewest edits first, then most often marked."""
+    folded = fold(word)
+    return sorted(found, key=lambda c: (edits(c, folded), -found[c], c))[:CANDIDATES_PER_WORD]
+
+
+def _replaced(q: str, corrections: Mapping[str, str]) -> str:
+    """``q`` with each corrected free word replaced where it stands as a word (not an
+    operator's value), its first letter's case kept."""
+    for word, better in corrections.items():
+        def swap(match: re.Match[str], better: str = better) -> str:
+            typed = match.group(0)
+            return better[:1].upper() + better[1:] if typed[:1].isupper() else better
+
+        q = re.sub(rf"(?<![\w:]){re.escape(word)}(?!\w)", swap, q, flags=re.IGNORECASE)
+    return q
+
+
+def did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean | None:
+    """A better query of the caller's mailbox's own words, or None; a failure of the engine
+    here only leaves the suggestion out (the search itself has answered)."""
+    try:
+        return _did_you_mean(b, mailbox, q, node)
+    except (PoisonError, TransientError, QueryError) as exc:
+        log.info("did-you-mean left out: %s", type(exc).__name__)
+        return None
+
+
+def _did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean | None:
+    spellable = [w for w in free_words(node) if _spellable(w)][:16]
+    if not spellable:
+        return None
+    counts = _counts(b, mailbox, {f"w{i}": clause(Term(w)) for i, w in enumerate(spellable)})
+    suspects = [w for i, w in enumerate(spellable) if counts[f"w{i}"] <= RARE][:MAX_SUSPECTS]
+    if not suspects:
+        return None
+    had = {w: counts[f"w{spellable.index(w)}"] for w in suspects}
+    near = _near_words(b, mailbox, suspects)
+    shortlist = {w: _closest(w, found) for w, found in near.items() if found}
+    if not shortlist:
+        return None
+    named = {
+        f"c{i}_{j}": clause(Term(c))
+        for i, w in enumerate(shortlist) for j, c in enumerate(shortlist[w])
+    }
+    frequency = _counts(b, mailbox, named)
+    corrections: dict[str, str] = {}
+    for i, (w, options) in enumerate(shortlist.items()):
+        scored = [(edits(c, fold(w)), -frequency[f"c{i}_{j}"], c)
+                  for j, c in enumerate(options)
+                  if frequency[f"c{i}_{j}"] >= max(1, RARER * had[w])]
+        if scored:
+            corrections[w] = min(scored)[2]
+    if not corrections:
+        return None
+    better = _replaced(q, corrections)
+    if better == q:
+        return None
+    totals = _counts(b, mailbox, {"typed": build_query(node, mailbox),
+                                  "better": build_query(parse(better), mailbox)})
+    if totals["better"] <= totals["typed"]:
+        return None
+    return DidYouMean(q=better, hits=totals["better"])
