@@ -72,6 +72,20 @@ def test_no_figures_or_images_at_the_docs_root() -> None:
     assert sorted(p.name for p in DOCS.iterdir() if p.is_file() and p.suffix != ".md") == []
 
 
+def test_every_run_page_is_listed_on_the_benchmarks_page_and_in_the_nav() -> None:
+    """A dated run under ``docs/results/runs/`` is found from the reference page and the site."""
+    index = DOCS / "results" / "benchmarks.md"
+    listed = {resolve(index, target) for target in link_targets(index)}
+    nav = (ROOT / "mkdocs.yml").read_text(encoding="utf-8")
+    problems = []
+    for page in sorted((DOCS / "results" / "runs").glob("*.md")):
+        if page.resolve() not in listed:
+            problems.append(f"{page.name} is not linked from docs/results/benchmarks.md")
+        if f"results/runs/{page.name}" not in nav:
+            problems.append(f"{page.name} is not in the nav (mkdocs.yml)")
+    assert problems == []
+
+
 @pytest.fixture
 def planted(tmp_path: Path) -> Path:
     docs = tmp_path / "docs"
