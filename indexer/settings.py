@@ -309,6 +309,13 @@ class Settings(BaseSettings):
         "each command's default (info for tail, serve and workers, warning for the rest).",
     )
 
+    progress_interval_s: float = Field(
+        default=15.0, gt=0, le=3600,
+        description="Outside a terminal (an ECS task, a Kubernetes Job), seconds between two "
+        "JSON progress lines of `backfill`, `ingest`, `reindex` and export polling (done, "
+        "total, rate, ETA); in a terminal a progress bar is drawn instead.",
+    )
+
     # API.
     api_host: str = Field(
         default="127.0.0.1", description="Address `sidecar serve` listens on (`--host`)."

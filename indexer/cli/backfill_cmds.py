@@ -8,7 +8,9 @@ re-read of the table (see :mod:`indexer.sources.backfill`). Re-running resumes: 
 
 from __future__ import annotations
 
+import json
 import time
+from dataclasses import asdict
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
@@ -16,7 +18,6 @@ from rich.console import Console
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
-    Progress,
     ProgressColumn,
     Task,
     TextColumn,
@@ -27,6 +28,7 @@ from rich.table import Table
 from rich.text import Text
 
 from indexer.cli.preflight import require_tables
+from indexer.cli.progress import progress, say
 from indexer.settings import Settings, get_settings
 
 if TYPE_CHECKING:
@@ -75,6 +77,9 @@ def backfill(
     poll: Annotated[
         float, typer.Option(min=0.05, help="--export: DescribeExport every S s.")
     ] = 10.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print the summary as one JSON object on stdout.")
+    ] = False,
 ) -> None:
     """Replay an export (or a Scan) of the mail table through the workers, resumably."""
     from indexer.core.export_window import ExportError
@@ -87,12 +92,12 @@ def backfill(
         raise typer.BadParameter("--from/--to go with --export")
     settings = get_settings()
     if export:
-        _export(settings, since, until, bucket, prefix, poll, parallel=parallel,
+        _export(settings, since, until, bucket, prefix, poll, as_json, parallel=parallel,
                 restart=restart, timeout_s=timeout)
         return
     require_tables(settings)
     try:
-        with Progress(*_columns(), console=console) as bar:
+        with progress(console, "backfill", settings.progress_interval_s, *_columns()) as bar:
             if uri is not None:
                 summary = backfill_export(
                     settings, uri, parallel=parallel, restart=restart, progress=bar,
@@ -104,9 +109,9 @@ def backfill(
                     progress=bar, timeout_s=timeout,
                 )
     except ExportError as exc:
-        console.print(f"[red]export unusable:[/red] {exc}")
+        say(console, f"export unusable: {exc}")
         raise typer.Exit(2) from exc
-    _report(summary, "segments" if scan else "files")
+    _report(summary, "segments" if scan else "files", as_json)
 
 
 def _columns() -> tuple[ProgressColumn, ...]:
@@ -120,8 +125,17 @@ def _columns() -> tuple[ProgressColumn, ...]:
     )
 
 
-def _report(summary: BackfillSummary, unit: str) -> None:
-    """The totals as a table; exit 1 when anything was dead-lettered."""
+def _report(summary: BackfillSummary, unit: str, as_json: bool) -> None:
+    """The totals — one JSON object on stdout with ``--json``, else a table in a terminal or
+    a JSON line on stderr; exit 1 when anything was dead-lettered."""
+    code = 1 if summary.dead_lettered else 0
+    totals = {"unit": unit, **asdict(summary)}
+    if as_json:
+        print(json.dumps(totals, default=str))
+        raise typer.Exit(code)
+    if not console.is_terminal:
+        say(console, "backfill done", **totals)
+        raise typer.Exit(code)
     table = Table(title="backfill")
     table.add_row(unit, str(summary.units))
     table.add_row(f"{unit} already done", str(summary.skipped))
@@ -129,7 +143,7 @@ def _report(summary: BackfillSummary, unit: str) -> None:
                  "embedded"):
         table.add_row(name, str(getattr(summary, name)))
     console.print(table)
-    raise typer.Exit(1 if summary.dead_lettered else 0)
+    raise typer.Exit(code)
 
 
 def _windows(since: str | None, until: str | None) -> list[Any]:
@@ -149,7 +163,7 @@ def _windows(since: str | None, until: str | None) -> list[Any]:
 
 def _export(
     settings: Settings, since: str | None, until: str | None, bucket: str | None,
-    prefix: str | None, poll: float, **replay: Any,
+    prefix: str | None, poll: float, as_json: bool, **replay: Any,
 ) -> None:
     """Export (or resume the export of) each window, wait with progress, replay it."""
     from indexer.core.export_window import ExportError, iso
@@ -162,26 +176,36 @@ def _export(
     require_tables(settings)
     for w in plan:
         span = "full export" if not w.incremental else f"incremental {iso(w.start)} .. {iso(w.end)}"
-        console.print(f"export: {span} of {settings.table} to s3://{target}")
+        say(console, f"export: {span} of {settings.table} to s3://{target}")
     started = time.monotonic()
+    last: float | None = None  # when a status was last said
 
     def on_status(desc: dict[str, Any]) -> None:
-        console.print(
-            f"export {desc.get('ExportArn')}: {desc.get('ExportStatus')} "
-            f"({time.monotonic() - started:.0f} s, {desc.get('ItemCount', 0)} items, "
-            f"{desc.get('BilledSizeBytes', 0)} bytes)"
-        )
+        """Each DescribeExport in a terminal; outside one at most one line per progress
+        interval (the poll may be far more frequent), the first and a finished one always."""
+        nonlocal last
+        now, status = time.monotonic(), desc.get("ExportStatus")
+        if (not console.is_terminal and last is not None and status == "IN_PROGRESS"
+                and now - last < settings.progress_interval_s):
+            return
+        last = now
+        say(console,
+            f"export {desc.get('ExportArn')}: {status} ({now - started:.0f} s, "
+            f"{desc.get('ItemCount', 0)} items, {desc.get('BilledSizeBytes', 0)} bytes)",
+            command="backfill", export_arn=desc.get("ExportArn"), status=status,
+            elapsed_s=round(now - started, 1), items=desc.get("ItemCount"),
+            billed_bytes=desc.get("BilledSizeBytes"))
 
     try:
-        with Progress(*_columns(), console=console) as bar:
+        with progress(console, "backfill", settings.progress_interval_s, *_columns()) as bar:
             summary = export_and_backfill(
                 settings, plan, bucket=target, prefix=prefix or settings.export_prefix,
                 poll_s=poll, on_status=on_status, progress=bar, **replay,
             )
     except ExportError as exc:
-        console.print(f"[red]export unusable:[/red] {exc}")
+        say(console, f"export unusable: {exc}")
         raise typer.Exit(2) from exc
-    _report(summary, "files")
+    _report(summary, "files", as_json)
 
 
 def register(app: typer.Typer) -> None:

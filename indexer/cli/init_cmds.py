@@ -6,6 +6,7 @@ they stop with a one-line error naming the table and this command when it is mis
 
 from __future__ import annotations
 
+import json
 from typing import Annotated
 
 import typer
@@ -20,6 +21,9 @@ def init(
                      "NEW_AND_OLD_IMAGES stream): for emulators and tests; on AWS the "
                      "mail store's writer owns it."),
     ] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {table: created|exists} as one JSON object.")
+    ] = False,
 ) -> None:
     """Create the sidecar's table `<table>-sidecar` (SIDECAR_STATE_TABLE) if missing."""
     from indexer.adapters import aws
@@ -27,6 +31,9 @@ def init(
 
     settings = get_settings()
     done = init_tables(aws.client(settings, "dynamodb"), settings, mail_table=mail_table)
+    if as_json:
+        typer.echo(json.dumps({t: "created" if c else "exists" for t, c in done.items()}))
+        return
     for table, created in done.items():
         typer.echo(f"table {table}: {'created' if created else 'already exists, left as is'}")
 

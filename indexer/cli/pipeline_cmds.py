@@ -14,10 +14,11 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
 from indexer.cli.preflight import require_encoder, require_tables
+from indexer.cli.progress import heartbeat, progress
 from indexer.settings import Settings, get_settings
 
 console = Console(stderr=True)
@@ -91,16 +92,16 @@ def ingest(
     require_tables(settings)
     run = ingestor(settings)
     s3 = client(settings, "s3") if any(p.startswith("s3://") for p in paths) else None
-    with Progress(
-        TextColumn("records"),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        console=console,
-    ) as bar:
-        task = bar.add_task("read", total=None)
+    with progress(console, "ingest", settings.progress_interval_s, TextColumn("records"),
+                  BarColumn(), MofNCompleteColumn(), TimeElapsedColumn()) as bar:
+        task = bar.add_task("records", total=None)
         run.feed_all(read_sources(paths, s3), progress=lambda n: bar.advance(task, n))
-    summary = run.wait(timeout) if wait else run.summary
+    if wait:
+        with heartbeat(console, "ingest", settings.progress_interval_s, phase="waiting",
+                       read=run.summary.read):
+            summary = run.wait(timeout)
+    else:
+        summary = run.summary
     code = 1 if summary.dead_lettered else 0
     if as_json:
         print(json.dumps(asdict(summary)))
@@ -115,13 +116,26 @@ def ingest(
 
 
 @dlq_app.command("list")
-def dlq_list(limit: Annotated[int, typer.Option()] = 50) -> None:
+def dlq_list(
+    limit: Annotated[int, typer.Option()] = 50,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="Print {count, entries} as one JSON object on stdout.")
+    ] = False,
+) -> None:
     """Dead letters, oldest first."""
     from indexer.adapters import factories
 
     settings = get_settings()
     require_tables(settings, mail=False)  # the store is the sidecar's table
     store = factories.dead_letters(settings)
+    if as_json:
+        entries = [{
+            "id": e.id,
+            "time": datetime.fromtimestamp(e.time, UTC).isoformat(timespec="seconds"),
+            "stage": e.stage, "mailbox": e.mailbox_id, "reason": e.reason,
+        } for e in store.list(limit)]
+        print(json.dumps({"count": store.count(), "entries": entries}))
+        return
     table = Table(title=f"dead letters ({store.count()})")
     for col in ("id", "time", "stage", "mailbox", "reason"):
         table.add_column(col)

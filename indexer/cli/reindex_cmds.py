@@ -12,6 +12,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from indexer.cli.progress import heartbeat, say
 from indexer.settings import get_settings
 
 if TYPE_CHECKING:
@@ -38,27 +39,45 @@ def _version_of(mapping: Path) -> int:
     return version
 
 
-def _status(vectors: bool) -> None:
+def _status(vectors: bool, as_json: bool = False) -> None:
+    """What each alias names; with ``as_json`` one object on stdout: ``{"aliases": {alias:
+    [members]}, "loose": [...]}`` (vectors: ``{"read": ..., "write": ...}``)."""
     settings = get_settings()
     if vectors:
         from indexer.ops.reindex_vectors import Admin
 
         read, extra, _ = Admin(settings).state()
+        if as_json:
+            print(json.dumps({"vectors": read, "vectors_write": extra}))
+            return
         console.print(f"vectors: {read or '-'}\nvectors-write: {extra or '-'}")
         return
     from indexer.adapters import factories
 
     index = factories.fulltext_index(settings)
     aliases = index.aliases()
-    for alias, members in aliases.items():
-        console.print(f"{alias}: {', '.join(members) or '-'}")
     family = set(index.client.indices.get(index=f"{index.alias}-v*"))
     loose = sorted(family - {i for members in aliases.values() for i in members})
+    if as_json:
+        print(json.dumps({"aliases": {a: list(m) for a, m in aliases.items()}, "loose": loose}))
+        return
+    for alias, members in aliases.items():
+        console.print(f"{alias}: {', '.join(members) or '-'}")
     if loose:  # e.g. re-created by a batch older than --finish's grace period
         console.print(f"in no alias (safe to delete): {', '.join(loose)}")
 
 
-def _print_report(report: ReindexReport) -> None:
+def _print_report(report: ReindexReport, as_json: bool = False) -> None:
+    """The counts per mailbox: a table in a terminal, else (or with ``as_json``, on stdout)
+    one JSON object."""
+    totals = {"old": report.old, "new": report.new, "seconds": round(report.seconds, 1),
+              "backfilled": report.backfilled, "counts": report.counts}
+    if as_json:
+        print(json.dumps(totals, default=str))
+        return
+    if not console.is_terminal:
+        say(console, "reindex done", command="reindex", **totals)
+        return
     table = Table(title=f"reindex {report.old} → {report.new} ({report.seconds:.1f}s)")
     for name in ("mailbox", "table", report.old, report.new):
         table.add_column(name)
@@ -75,6 +94,7 @@ def _run(
     opts: dict[str, Any],
     model: str | None = None,
     recipe: str | None = None,
+    as_json: bool = False,
 ) -> None:
     """One action on the full-text index (``target``: mapping version) or on the vector
     collection (``target``: encoder truncation, None = the configured one)."""
@@ -84,24 +104,35 @@ def _run(
 
     settings = get_settings()
     if action == "status":
-        _status(vectors)
-    elif action == "rollback":
-        read, kept = (vec.rollback_vectors if vectors else text.rollback)(settings)
-        console.print(f"searches read {read}; {kept} is kept in step")
-    elif action == "finish":
-        drop = vec.finish_vectors if vectors else text.finish
-        console.print(f"deleted {drop(settings, opts['grace_s'], console.print)}")
-    else:
-        kwargs: dict[str, Any] = {
-            "settle_s": opts["settle_s"],
-            "verify_timeout_s": opts["verify_timeout"],
-            "say": console.print,
-        }
-        if vectors:
-            report = vec.reindex_vectors(settings, target, model=model, recipe=recipe, **kwargs)
-            _print_report(report)
+        _status(vectors, as_json)
+        return
+    with heartbeat(console, "reindex", settings.progress_interval_s,
+                   action=action, phase="starting") as state:
+
+        def tell(message: str) -> None:
+            """A phase message: shown (a JSON line outside a terminal) and, for the
+            heartbeat, the phase now under way."""
+            state["phase"] = message
+            say(console, message, command="reindex")
+
+        if action == "rollback":
+            read, kept = (vec.rollback_vectors if vectors else text.rollback)(settings)
+            tell(f"searches read {read}; {kept} is kept in step")
+        elif action == "finish":
+            drop = vec.finish_vectors if vectors else text.finish
+            tell(f"deleted {drop(settings, opts['grace_s'], tell)}")
         else:
-            _print_report(text.reindex(settings, target or MAPPING_VERSION, **kwargs))
+            kwargs: dict[str, Any] = {
+                "settle_s": opts["settle_s"],
+                "verify_timeout_s": opts["verify_timeout"],
+                "say": tell,
+            }
+            if vectors:
+                report = vec.reindex_vectors(
+                    settings, target, model=model, recipe=recipe, **kwargs)
+            else:
+                report = text.reindex(settings, target or MAPPING_VERSION, **kwargs)
+            _print_report(report, as_json)
 
 
 def reindex(
@@ -138,6 +169,10 @@ def reindex(
     settle_s: Annotated[float, typer.Option(help="Margin after adding the write target.")] = 2.0,
     verify_timeout: Annotated[float, typer.Option(help="Seconds for counts to agree.")] = 300.0,
     grace_s: Annotated[float, typer.Option(help="--finish: wait before deleting.")] = 30.0,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="--status, or a build: the result as one JSON "
+                           "object on stdout.")
+    ] = False,
 ) -> None:
     """Build the index of a new mapping version (or, with --vectors, the collection of a new
     encoder) beside the live one, dual-written; backfill it from the table, verify counts, swap
@@ -158,12 +193,12 @@ def reindex(
             raise typer.BadParameter(f"--recipe: choose one of {', '.join(RECIPES)}")
     try:
         if vectors:
-            _run(action, True, max_tokens, opts, model, recipe)
+            _run(action, True, max_tokens, opts, model, recipe, as_json)
         else:
             version = _version_of(mapping) if mapping else (to_version or MAPPING_VERSION)
-            _run(action, False, version, opts)
+            _run(action, False, version, opts, as_json=as_json)
     except ReindexError as exc:
-        console.print(f"[red]reindex:[/red] {exc}")
+        say(console, f"reindex: {exc}", command="reindex", error=True)
         raise typer.Exit(2) from exc
 
 

@@ -1,0 +1,91 @@
+"""Issue 40 part 6: a long command outside a terminal says how far it is. ``sidecar backfill
+--scan --json 2>err | cat`` (no TTY on either stream, as in an ECS task or a Kubernetes Job)
+writes JSON lines only on stderr, progress lines among them every
+``SIDECAR_PROGRESS_INTERVAL_S`` (done/total, rate, ETA, a final one), and its summary as one
+JSON object on stdout; ``dlq list --json``, ``reindex --status --json`` and ``init --json`` are
+JSON on stdout as well."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from indexer.settings import Settings, to_env
+from tests.api_fixtures import mail, store_all
+from tests.pipeline_helpers import prepare_tables, workers
+
+pytestmark = pytest.mark.stack
+
+SENDER = ("Ops", "ops@example.org")
+MESSAGES = 12
+
+
+def _sidecar(settings: Settings, tmp: Path, *argv: str) -> tuple[str, list[str]]:
+    """Run ``sidecar ARGV 2>err | cat``; its stdout (through cat) and its stderr lines."""
+    err = tmp / "err"
+    command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "indexer.cli.main", *argv))
+    env = {**os.environ, **to_env(settings), "SIDECAR_PROGRESS_INTERVAL_S": "0.2"}
+    done = subprocess.run(["bash", "-o", "pipefail", "-c", f"{command} 2>{err} | cat"],
+                          env=env, capture_output=True, text=True, timeout=600)
+    lines = err.read_text().splitlines()
+    assert done.returncode == 0, (done.stdout, lines)
+    return done.stdout, lines
+
+
+def test_backfill_outside_a_terminal_logs_json_progress(
+    settings: Settings, tmp_path: Path
+) -> None:
+    prepare_tables(settings)
+    store_all(settings, "box", [mail(n, f"report {n}", "numbers", sender=SENDER,
+                                     to=[f"p{n}@example.com"]) for n in range(MESSAGES)])
+    with workers(settings):
+        # The workers take seconds to index what the scan sent: many 0.2 s intervals.
+        stdout, lines = _sidecar(settings, tmp_path, "backfill", "--scan", "--segments", "1",
+                                 "--rate-limit", "20", "--json")
+    entries = [json.loads(line) for line in lines]  # every stderr line is JSON
+    progress = [e for e in entries if e.get("logger") == "sidecar.progress" and "done" in e]
+    items = [e for e in progress if e["task"] == "items"]
+    assert len(items) >= 3, lines
+    assert all({"total", "rate_per_s", "eta_s", "elapsed_s"} <= set(e) for e in items)
+    dones = [e["done"] for e in items]
+    assert dones == sorted(dones), dones
+    assert [e["final"] for e in items].count(True) == 1
+    final = items[-1]
+    assert final["final"] is True and final["done"] == final["total"] > MESSAGES
+    assert all(e["rate_per_s"] > 0 for e in items)
+    times = [e["elapsed_s"] for e in items]
+    assert times == sorted(times) and times[-1] > times[0]
+    summary = json.loads(stdout)  # the summary alone on stdout, through the pipe
+    assert summary["applied"] == MESSAGES and summary["dead_lettered"] == 0
+
+
+def test_operator_summaries_are_json_on_stdout(settings: Settings) -> None:
+    """In-process (the CLI's own runner, this test's settings as its environment): only
+    stdout is read, and it must be exactly one JSON object."""
+    from typer.testing import CliRunner
+
+    from indexer.cli.main import app
+    from indexer.settings import get_settings
+
+    def run(*argv: str) -> object:
+        get_settings.cache_clear()
+        try:
+            done = CliRunner().invoke(app, list(argv), env=to_env(settings))
+        finally:
+            get_settings.cache_clear()
+        assert done.exit_code == 0, (done.stdout, done.stderr)
+        return json.loads(done.stdout)
+
+    assert run("init", "--mail-table", "--json") == {
+        settings.table: "created", settings.resolved_state_table: "created"}
+    again = run("init", "--mail-table", "--json")
+    assert isinstance(again, dict) and set(again.values()) == {"exists"}
+    assert run("dlq", "list", "--json") == {"count": 0, "entries": []}
+    status = run("reindex", "--status", "--json")
+    assert isinstance(status, dict) and set(status) == {"aliases", "loose"}
