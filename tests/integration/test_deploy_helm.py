@@ -312,7 +312,7 @@ def test_the_api_probes_the_routes_it_serves(production: list[dict[str, Any]]) -
     assert [p["targetPort"] for p in service["spec"]["ports"]] == ["http"]
     ingress = of_kind(production, "Ingress")["api"]
     assert ingress["metadata"]["annotations"][
-        "alb.ingress.kubernetes.io/healthcheck-path"] == "/readyz"
+        "alb.ingress.kubernetes.io/healthcheck-path"] == "/healthz"  # liveness (issue 40)
     # The tailer and workers: liveness on their metrics port (it answers while they run).
     for role in ("tailer", "fulltext", "vectors"):
         spec = of_kind(production, "Deployment")[role]["spec"]["template"]["spec"]
