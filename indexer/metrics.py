@@ -112,6 +112,15 @@ MALFORMED_FIELDS = Counter(
     "Hot-row fields the API could not read and showed as null (the writer's data), by field.",
     ["field"],
 )
+INDEX_MAPPING_VERSION = Gauge(
+    "sidecar_index_mapping_version",
+    "OpenSearch mapping versions: target=\"code\" the one this process's code creates and "
+    "writes (MAPPING_VERSION), target=\"live\" the oldest index behind the read alias (set "
+    "each time the API's mapping check looks). live < code after an upgrade: run `sidecar "
+    "reindex` (docs/operations/upgrading.md).",
+    ["target"],
+    multiprocess_mode="livemin",
+)
 API_LATENCY = Histogram(
     "sidecar_api_request_seconds",
     "API request latency by route template, search mode and status code.",
