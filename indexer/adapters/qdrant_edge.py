@@ -306,6 +306,17 @@ class EdgeStore:
         self._optimizing[collection] = thread
         thread.start()
 
+    def settle(self, collection: str, timeout_s: float = 3600.0) -> None:
+        """Flush and optimize ``collection`` now, in this thread, until Edge plans nothing
+        more (its graphs and quantized vectors built): what a benchmark waits for before it
+        measures. ``timeout_s`` is the server's argument; Edge's optimize cannot be bounded."""
+        with self._mutex:
+            self.flush()
+            name = self._resolve(collection)
+            self._wait_optimizer(name)
+            shard = self._shard(name)
+        shard.optimize()
+
     def optimizing(self) -> list[str]:
         return sorted(c for c, t in self._optimizing.items() if t.is_alive())
 

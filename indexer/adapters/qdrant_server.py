@@ -9,6 +9,7 @@ for the fix, never dead-letter); anything else is unexpected and passes through.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, Literal, TypeVar
 
@@ -264,6 +265,16 @@ class ServerStore:
         found = self._do(self.client.count, collection_name=collection,
                          count_filter=to_filter(flt), exact=True)
         return int(found.count)
+
+    def settle(self, collection: str, timeout_s: float = 3600.0) -> None:
+        """Wait until the server's optimizers are done with ``collection`` (status green:
+        graphs and quantized vectors built); what a benchmark waits for before it measures."""
+        deadline = time.monotonic() + timeout_s
+        while self._do(self.client.get_collection, collection_name=collection).status != \
+                models.CollectionStatus.GREEN:
+            if time.monotonic() > deadline:
+                raise TransientError(f"qdrant: {collection} still optimizing after {timeout_s} s")
+            time.sleep(0.5)
 
     def flush(self) -> None:
         """Every write above waited for the server (``wait=True``): nothing to do."""

@@ -288,6 +288,54 @@ def bench_cost(
     print(markdown(result, rate))
 
 
+def bench_tenants(
+    messages: Annotated[int, typer.Option(min=30, help="Messages in the engines.")] = 20_000,
+    mailboxes: Annotated[int, typer.Option(min=3, help="Mailboxes they are spread over.")
+                         ] = 1_000,
+    whale_share: Annotated[float, typer.Option(min=0.0, max=0.9,
+                                               help="Share of the messages in the whale.")] = 0.1,
+    mid_mailboxes: Annotated[int, typer.Option(min=1, help="Mid-size mailboxes (at most a "
+                                                           "third of the others).")] = 300,
+    mid_share: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of the non-whale "
+                                             "messages in the mid-size mailboxes.")] = 0.5,
+    distinct: Annotated[int, typer.Option(min=10, help="Distinct corpus emails (embedded "
+                                          "once; copies reuse them, perturbed).")] = 2_000,
+    corpus: Annotated[Path | None, typer.Option(help="NormalizedEmail JSON lines; default "
+                                                "../shared/corpora/linux-mips.jsonl.gz when "
+                                                "present, else generated mail.")] = None,
+    backend: Annotated[str, typer.Option(help="edge (embedded) or server (the shared Qdrant "
+                                         "binary).")] = "edge",
+    shards: Annotated[int, typer.Option(min=1, help="OpenSearch primaries of the index.")] = 4,
+    clients: Annotated[int, typer.Option(min=1, help="Clients of the throughput phase.")] = 8,
+    search_seconds: Annotated[float, typer.Option(help="Seconds per mode, class and client "
+                                                  "count.")] = 10.0,
+    queries: Annotated[int, typer.Option(min=1, help="Queries per mode and class.")] = 20,
+    float32: Annotated[bool, typer.Option(help="Also build the float32 layout beside the "
+                                          "int8 one (RSS, disk, recall side by side).")] = True,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
+        ".sidecar/bench"
+    ),
+) -> None:
+    """A provider's store: a whale, mid-size mailboxes and a long tail in one index and one
+    collection; latency per mode and mailbox class through the API, shards per search,
+    recall of the vector search, bytes per message and per point (docs/operations/capacity.md)."""
+    from sidecar_tools.bench.report import plain
+    from sidecar_tools.bench.tenants import TenantOptions, run, summary
+
+    if backend not in ("edge", "server"):
+        raise typer.BadParameter("--backend is edge or server")
+    opts = TenantOptions(corpus, messages, mailboxes, whale_share, mid_mailboxes, mid_share,
+                         distinct, backend, shards, clients, search_seconds, queries, float32,
+                         workdir)
+    result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    for line in summary(result):
+        print(line)
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench-vectors")(bench_vectors)
     app.command()(bench)
@@ -295,3 +343,4 @@ def register(app: typer.Typer) -> None:
     app.command("bench-scale")(bench_scale)
     app.command("bench-freshness")(bench_freshness)
     app.command("bench-cost")(bench_cost)
+    app.command("bench-tenants")(bench_tenants)
