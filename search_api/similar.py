@@ -1,8 +1,8 @@
 """Similar emails: neighbours of a stored message, by vector, by terms, or both fused.
 
 Measured on real threads (``sidecar eval-similar``, ``docs/quality.md``): the default fuses
-(RRF) three rankings — the stored vector's neighbours, ``more_like_this`` on
-subject and body, and ``more_like_this`` on the subject alone — with the tuning that ranked
+(RRF) three rankings — the stored vector's neighbours, the message's distinctive terms in
+subject and body, and in the subject alone (chosen within the mailbox) — with the tuning that ranked
 a message's thread-mates highest; it beats ``more_like_this`` alone and the vector alone.
 Every method is confined to the message's mailbox, never returns the message itself and,
 with ``exclude_thread``, nothing of its thread.
@@ -17,10 +17,11 @@ from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from indexer.core.vectors import StoredPoint
 from search_api import candidates as legs
-from search_api.backends import Backends
+from search_api.backends import Backends, naming
 from search_api.candidates import Candidate
 from search_api.query import VectorFilter, rrf
-from search_api.query.more_like_this import MLT_FIELDS, more_like_this_body
+from search_api.query import more_like_this as mlt
+from search_api.query.more_like_this import MLT_FIELDS
 from search_api.vector_search import search as vector_search
 
 Method = Literal["vector", "mlt", "hybrid"]
@@ -63,20 +64,26 @@ def by_terms(
     fields: tuple[str, ...] = MLT_FIELDS,
     liked_analyzer: str | None = None,
 ) -> list[Candidate]:
-    """OpenSearch ``more_like_this`` (BM25 over the message's distinctive terms);
-    ``liked_analyzer``: the read index's analyzer for the message's own body, if it has one
-    (:meth:`Backends.liked_body_analyzer`)."""
-    body = more_like_this_body(
-        # The read alias (the index's name in settings, as factories builds it): known
-        # without reaching the cluster, so its failure is the search's, whose door names it.
-        index=backends.settings.opensearch_index,
-        doc_id=point_id(ref),
-        mailbox_id=ref.mailbox_id,
-        thread_key=thread_key,
-        size=size,
-        fields=fields,
-        liked_analyzer=liked_analyzer,
-    )
+    """Messages sharing the liked message's most distinctive terms, chosen by counts taken
+    inside its mailbox (:mod:`search_api.query.more_like_this`: nothing of another mailbox
+    decides which terms, or their order); ``liked_analyzer``: the read index's analyzer for
+    the message's own body, if it has one (:meth:`Backends.liked_body_analyzer`)."""
+    doc_id = point_id(ref)
+    with naming("opensearch"):
+        vectors = backends.opensearch.term_vectors(
+            ref.mailbox_id, doc_id, mlt.term_vectors_request(doc_id, fields, liked_analyzer))
+        tf = mlt.liked_terms(vectors)
+        chosen = mlt.candidates(tf)
+        if not chosen:
+            return []
+        counts = backends.opensearch.search_response(
+            ref.mailbox_id, mlt.counts_body(ref.mailbox_id, chosen),
+            budget_ms=backends.settings.search_timeout_ms)
+    terms = mlt.best_terms(tf, chosen, counts)
+    if not terms:
+        return []
+    body = mlt.terms_body(mailbox_id=ref.mailbox_id, doc_id=doc_id, thread_key=thread_key,
+                          terms=terms, size=size)
     return legs.fulltext(backends, ref.mailbox_id, body)
 
 

@@ -109,17 +109,48 @@ def _has_unspaced(text: str) -> bool:
     return any(is_unspaced(char) for char in text)
 
 
+# Mapping v6 indexes every prefix of 1-19 characters of the words phrase prefixes search.
+MAX_PREFIX_CHARS = 19
+
+
+def one_word(text: str) -> bool:
+    """A phrase of one word (no space in it): its prefix is a plain prefix."""
+    return len(text.split()) <= 1
+
+
+def phrase_prefix_text(text: str) -> str:
+    """The phrase with its last word cut to :data:`MAX_PREFIX_CHARS`: a longer one would be
+    expanded from the segment's whole dictionary (every mailbox's words) instead of looked up
+    in the prefix field, so it matches the words that start with its first 19 characters."""
+    head, _, last = text.rstrip().rpartition(" ")
+    cut = last[:MAX_PREFIX_CHARS]
+    return f"{head} {cut}" if head else cut
+
+
 def _phrase_query(node: Phrase) -> Query:
-    kind = "phrase_prefix" if node.prefix else "phrase"
-    return {"multi_match": {"query": node.text, "type": kind, "fields": list(_EXACT_FIELDS)}}
+    """A phrase; a phrase prefix expands its last word only within the mailbox (issue 38):
+    one word is a plain prefix (constant score, every term), several a ``phrase_prefix``
+    whose last word is one term of mapping v6's prefix fields."""
+    if not node.prefix:
+        return {"multi_match": {"query": node.text, "type": "phrase",
+                                "fields": list(_EXACT_FIELDS)}}
+    if one_word(node.text):
+        return _unweighted_term_query(Term(node.text, prefix=True))
+    return {"multi_match": {"query": phrase_prefix_text(node.text), "type": "phrase_prefix",
+                            "fields": list(_EXACT_FIELDS)}}
+
+
+def _names_prefix(field: str, value: str, phrase: bool) -> Query:
+    """Words of a display name typed as a prefix: several quoted words a phrase prefix (its
+    last word one term of the prefix field), else every word, the last a plain prefix."""
+    if phrase and not one_word(value):
+        return {"match_phrase_prefix": {field: {"query": phrase_prefix_text(value)}}}
+    return {"match_bool_prefix": {field: {"query": value.lower(), "operator": "and"}}}
 
 
 def _subject_query(node: Field) -> Query:
-    if node.phrase and node.prefix:
-        return {"match_phrase_prefix": {"subject.exact": {"query": node.value}}}
     if node.prefix:
-        query = {"query": node.value.lower(), "operator": "and"}
-        return {"match_bool_prefix": {"subject.exact": query}}
+        return _names_prefix("subject.exact", node.value, node.phrase)
     if node.phrase or _has_unspaced(node.value):
         return {"match_phrase": {"subject.exact": {"query": node.value}}}
     # The stemmed subject lacks the Re:/[tag] prefixes; the exact one still has them.
@@ -140,10 +171,7 @@ def _address_clauses(node: Field, group: str) -> list[Query]:
     parts = f"{keyword}.parts"
     value, lowered = node.value, node.value.lower()
     if node.prefix:
-        if node.phrase:
-            words: Query = {"match_phrase_prefix": {names: {"query": value}}}
-        else:
-            words = {"match_bool_prefix": {names: {"query": lowered, "operator": "and"}}}
+        words: Query = _names_prefix(names, value, node.phrase)
         return [
             {"prefix": {keyword: {"value": lowered}}},
             {"match_bool_prefix": {parts: {"query": lowered, "operator": "and"}}},

@@ -76,35 +76,58 @@ def test_v2_analysis_fits_mail(index: tuple[Any, str]) -> None:
     assert tokens(index, "from.name", "Nicolas de Pesloüan") == ["nicolas", "de", "peslouan"]
 
 
-def test_more_like_this_is_confined_to_the_mailbox_and_names_the_source_by_id() -> None:
-    from search_api.query.more_like_this import more_like_this_body
+def test_similar_terms_are_confined_to_the_mailbox_and_name_the_source_by_id() -> None:
+    from search_api.query import more_like_this as mlt
 
-    body = more_like_this_body(index="mail", doc_id="d1", mailbox_id="m", thread_key="t", size=5)
+    body = mlt.terms_body(mailbox_id="m", doc_id="d1", thread_key="t",
+                          terms=[("clean", "kernel"), ("subject", "mips")], size=5)
     query = body["query"]["bool"]
     assert query["filter"] == [{"term": {"mailbox_id": "m"}}]
     assert {"ids": {"values": ["d1"]}} in query["must_not"]
     assert {"term": {"thread_key": {"value": "t"}}} in query["must_not"]
-    mlt = query["must"][0]["more_like_this"]
-    assert mlt["like"] == [{"_index": "mail", "_id": "d1", "routing": "m"}]
-    assert mlt["fields"] == ["subject", "clean"]
-    own_thread = more_like_this_body(
-        index="mail", doc_id="d1", mailbox_id="m", thread_key=None, size=5, fields=("subject",)
-    )
+    terms = query["must"][0]["bool"]
+    assert terms["should"] == [{"term": {"clean": {"value": "kernel"}}},
+                               {"term": {"subject": {"value": "mips"}}}]
+    assert terms["minimum_should_match"] == "30%"
+    own_thread = mlt.terms_body(mailbox_id="m", doc_id="d1", thread_key=None,
+                                terms=[("subject", "x")], size=5)
     assert own_thread["query"]["bool"]["must_not"] == [{"ids": {"values": ["d1"]}}]
     with pytest.raises(ValueError):
-        more_like_this_body(index="mail", doc_id="d1", mailbox_id="", thread_key=None, size=5)
+        mlt.terms_body(mailbox_id="", doc_id="d1", thread_key=None, terms=[], size=5)
+    with pytest.raises(ValueError):
+        mlt.counts_body("", [("clean", "x")])
+    counted = mlt.counts_body("m", [("clean", "kernel")])
+    assert counted["query"]["bool"]["filter"] == [{"term": {"mailbox_id": "m"}}]
+    assert counted["aggs"]["df"]["filters"]["filters"] == {
+        "t0": {"term": {"clean": {"value": "kernel"}}}}
+
+
+def test_similar_terms_are_chosen_by_counts_within_the_mailbox() -> None:
+    from search_api.query import more_like_this as mlt
+
+    tf = {("clean", "common"): 5, ("clean", "rare"): 2, ("clean", "alone"): 9,
+          ("subject", "rare"): 1}
+    chosen = mlt.candidates(tf)
+    assert chosen[0] == ("clean", "alone") and len(chosen) == 4
+    counts = {"hits": {"total": {"value": 100}}, "aggregations": {"df": {"buckets": {
+        f"t{i}": {"doc_count": {"alone": 1, "common": 90, "rare": 3}[term]}
+        for i, (_, term) in enumerate(chosen)}}}}
+    best = mlt.best_terms(tf, chosen, counts)
+    # "alone" is only in the liked message (count 1): it can match nothing else.
+    assert ("clean", "alone") not in best
+    assert best[0] == ("clean", "rare") and best[-1] == ("clean", "common")
+    assert mlt.candidates(tf, limit=2) == [("clean", "alone"), ("clean", "common")]
 
 
 def test_a_liked_analyzer_reads_only_the_source_s_body() -> None:
-    from search_api.query.more_like_this import LIKED_BODY_ANALYZER, more_like_this_body
+    from search_api.query.more_like_this import LIKED_BODY_ANALYZER, term_vectors_request
 
-    def like(fields: tuple[str, ...]) -> dict[str, Any]:
-        body = more_like_this_body(index="mail", doc_id="d1", mailbox_id="m", thread_key=None,
-                                   size=5, fields=fields, liked_analyzer=LIKED_BODY_ANALYZER)
-        return dict(body["query"]["bool"]["must"][0]["more_like_this"]["like"][0])
-
-    assert like(("subject", "clean"))["per_field_analyzer"] == {"clean": LIKED_BODY_ANALYZER}
-    assert "per_field_analyzer" not in like(("subject",))  # no body compared: nothing to read
+    asked = term_vectors_request("d1", ("subject", "clean"), LIKED_BODY_ANALYZER)
+    assert asked["per_field_analyzer"] == {"clean": LIKED_BODY_ANALYZER}
+    # the document's own counts only: the shard's statistics are another mailbox's too
+    assert asked["term_statistics"] is False and asked["field_statistics"] is False
+    assert "per_field_analyzer" not in term_vectors_request("d1", ("subject",),
+                                                            LIKED_BODY_ANALYZER)
 
 
 def test_the_current_mapping_defines_the_liked_body_analyzer() -> None:

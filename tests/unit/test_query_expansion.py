@@ -35,15 +35,17 @@ def test_unspaced_scripts_are_one_phrase_per_field_so_long_text_fits(q: str) -> 
 
 
 def test_many_phrase_prefixes_are_refused_naming_the_limit() -> None:
-    q = " OR ".join(f'"w{i}"*' for i in range(64))
+    q = " OR ".join(f'"a {chr(97 + i % 26)}"*' for i in range(64))
     with pytest.raises(QueryError, match=f"at most {MAX_ENGINE_CLAUSES}"):
         body(q)
 
 
 def test_a_few_prefixes_and_ordinary_queries_pass() -> None:
     assert estimated_clauses(body('"rel"* from:Mik* budget')["query"]) < MAX_ENGINE_CLAUSES
-    one = estimated_clauses(body('"rel"*')["query"])
-    assert one == 1 + 2 * PREFIX_EXPANSIONS  # mailbox filter + two exact fields
+    two = estimated_clauses(body('"release n"*')["query"])
+    assert two == 1 + 2 * PREFIX_EXPANSIONS  # mailbox filter + two exact fields
+    # one word in quotes is a plain prefix (issue 38), costed as ``rel*`` is
+    assert estimated_clauses(body('"rel"*')["query"]) == estimated_clauses(body("rel*")["query"])
 
 
 def test_estimate_counts_tokens_per_field() -> None:

@@ -1,0 +1,153 @@
+"""The last cross-tenant channels of issue 38, reproduced on the real stack and shown closed.
+
+- "Similar emails" chose the liked message's terms by the shard's document counts: another
+  mailbox's mail changed which terms, so the answer, and a planted ladder read other
+  mailboxes' word counts back. Now the terms are chosen by counts inside the mailbox.
+- A phrase prefix expanded its last word to the first 50 terms of the segment's dictionary,
+  whoever's they were, before the mailbox filter: another mailbox's words pushed the caller's
+  out. Now one word is a plain prefix and several look their last word up in mapping v6's
+  prefix fields.
+
+Each channel is first shown open with the old engine request (sent raw, as the API sent it),
+so the corpus is one where the answers differ, then shown closed through the API.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from indexer.adapters import factories
+from indexer.core.documents import point_id
+from indexer.core.plan import MessageRef
+from search_api.query.opensearch import MAILBOX_FIELD
+from tests.api_fixtures import Api, mail, start_api
+from tests.conftest import CORPORA, namespaced
+from tests.mail_helpers import corpus
+from tests.tenant_load import load_mailbox
+
+pytestmark = [pytest.mark.stack, pytest.mark.slow]
+
+ALICE = ("Alice Kernighan", "alice@example.com")
+# Phrase prefixes: one word, a name, several words (the last a prefix).
+PREFIXES = ['"kern"*', '"regi"*', 'from:"ral"*', 'to:"li"*', '"the ker"*', '"mips ke"*',
+            'subject:"kern"*', '"device tr"*']
+# Words that sort before the caller's "kernel", "register", "ralf", "linux", "device tree":
+# 60 of each fill OpenSearch's 50 expansions of the old request.
+FLOOD = [f"{stem}{chr(97 + i // 26)}{chr(97 + i % 26)}" for stem in
+         ("kerna", "regia", "rala", "lia", "treea") for i in range(60)]
+
+
+@pytest.fixture(scope="module")
+def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
+    unique = uuid.uuid4().hex[:8]
+    tmp = tmp_path_factory.mktemp("tenant-channels")
+    settings = namespaced("chan", tmp, unique)
+    yield from start_api(settings, tmp, f"x-{unique}", f"y-{unique}")
+
+
+def _keys(response: Any) -> list[str]:
+    assert response.status_code == 200, response.text
+    return [hit["message_key"] for hit in response.json()["hits"]]
+
+
+def _prefix_answers(api: Api) -> dict[str, list[str]]:
+    return {q: _keys(api.search(q, limit=20)) for q in PREFIXES}
+
+
+def _similar_answers(api: Api, keys: list[str]) -> dict[str, list[str]]:
+    path = f"/v1/mailboxes/{api.mailbox_a}/messages/{{}}/similar"
+    return {k: _keys(api.get(path.format(k), limit=10, exclude_thread="false")) for k in keys}
+
+
+def _old_phrase_prefix(api: Api, text: str) -> list[str]:
+    """The request the API sent before (one word included), on fields without mapping v6's
+    prefix index (as every field was before v6): expanded from the segment's dictionary."""
+    body = {"query": {"bool": {
+        "filter": [{"term": {MAILBOX_FIELD: api.mailbox_a}}],
+        "must": [{"multi_match": {"query": text, "type": "phrase_prefix",
+                                  "fields": ["subject.parts^3", "clean.parts"]}}]}},
+        "size": 50, "_source": ["message_key"]}
+    index = factories.fulltext_index(api.settings)
+    return sorted(h["_source"]["message_key"] for h in index.search(api.mailbox_a, body))
+
+
+def _old_more_like_this(api: Api, key: str) -> list[str]:
+    """The request "similar" sent before: ``more_like_this``, the shard's counts."""
+    doc = point_id(MessageRef(api.mailbox_a, key))
+    body = {"query": {"bool": {
+        "filter": [{"term": {MAILBOX_FIELD: api.mailbox_a}}],
+        "must": [{"more_like_this": {
+            "fields": ["subject", "clean"], "min_term_freq": 1, "min_doc_freq": 1,
+            "max_query_terms": 25,
+            "like": [{"_index": api.settings.opensearch_index, "_id": doc,
+                      "routing": api.mailbox_a}]}}],
+        "must_not": [{"ids": {"values": [doc]}}]}}, "size": 10, "_source": ["message_key"]}
+    index = factories.fulltext_index(api.settings)
+    return [h["_source"]["message_key"] for h in index.search(api.mailbox_a, body)]
+
+
+def _ladder(n: int) -> list[dict[str, Any]]:
+    """The attacker's own mailbox: a liked message holding a target word and nine probe words,
+    and probe word i in i further messages (the ladder the document counts are read from)."""
+    probes = [f"ladderprobe{i}" for i in range(1, 10)]
+    liked = mail(n, "ladder liked", "hummingbird " + " ".join(probes), sender=ALICE,
+                 to=["linux@example.org"])
+    rungs = [mail(n + 1 + 10 * i + j, f"rung {i} {j}", f"{probes[i - 1]} filler text",
+                  sender=ALICE, to=["linux@example.org"])
+             for i in range(1, 10) for j in range(i)]
+    return [liked, *rungs]
+
+
+def test_similar_and_phrase_prefixes_see_only_the_mailbox(api: Api) -> None:
+    emails = corpus(CORPORA / "linux-mips-4k.jsonl.gz")
+    own = emails[:250]
+    ladder = _ladder(700_000)
+    load_mailbox(api.settings, api.mailbox_a, own + ladder)
+    keys_by_id = {e["messageId"]: e for e in own}
+    from sidecar_tools.writer.mapping import to_items
+
+    liked = [to_items(e, api.mailbox_a).message_key for e in own[:20:2]]
+    ladder_key = to_items(ladder[0], api.mailbox_a).message_key
+    assert len(keys_by_id) == len(own)
+
+    prefixes, similar = _prefix_answers(api), _similar_answers(api, [*liked, ladder_key])
+    old_prefix = {t: _old_phrase_prefix(api, t) for t in ("kern", "regi", "li")}
+    old_similar = {k: _old_more_like_this(api, k) for k in liked}
+    assert sum(bool(v) for v in prefixes.values()) >= len(PREFIXES) - 2, prefixes
+    assert sum(bool(v) for v in similar.values()) >= len(similar) - 1, similar
+
+    # The victim's mail: the same list's other messages, the ladder's target word in 50
+    # messages, and words that sort just before the caller's.
+    victim = [*emails[250:1250],
+              *[mail(800_000 + i, "hummingbird sighting", "hummingbird " * (1 + i % 3),
+                     sender=("Victim", "v@example.net"), to=["v@example.net"])
+                for i in range(50)],
+              *[mail(810_000 + i, f"flood {w}", f"{w} tree", sender=(f"Rala {w}", "f@x.y"),
+                     to=[f"{w}@example.net"]) for i, w in enumerate(FLOOD)]]
+    load_mailbox(api.settings, api.mailbox_b, victim)
+
+    # The channels were open: the old requests' answers moved.
+    moved_prefix = [t for t in old_prefix if _old_phrase_prefix(api, t) != old_prefix[t]]
+    moved_similar = [k for k in old_similar if _old_more_like_this(api, k) != old_similar[k]]
+    assert moved_prefix, "the old phrase-prefix request did not move: the test shows nothing"
+    assert moved_similar, "the old more_like_this did not move: the test shows nothing"
+
+    # ... and are closed: the API's answers are identical, the ladder's included.
+    assert _prefix_answers(api) == prefixes
+    assert _similar_answers(api, [*liked, ladder_key]) == similar
+
+
+def test_a_long_last_word_is_looked_up_by_its_first_19_characters(api: Api) -> None:
+    from search_api.query.clauses import phrase_prefix_text
+
+    assert phrase_prefix_text("mips " + "x" * 30) == "mips " + "x" * 19
+    assert phrase_prefix_text("x" * 30) == "x" * 19
+    word = "supercalifragilisticexpialidocious"
+    load_mailbox(api.settings, api.mailbox_a, [
+        mail(900_001, "long words", f"say {word} twice", sender=ALICE, to=["z@example.org"])])
+    assert len(_keys(api.search(f'"say {word[:25]}"*'))) == 1
+    assert _keys(api.search(f'"say {word[:25]}x"*')) == _keys(api.search(f'"say {word[:25]}"*'))
