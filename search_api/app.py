@@ -24,7 +24,7 @@ from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 
-from indexer import logs
+from indexer import logs, otel
 from indexer.core.errors import ConfigurationError, PoisonError, TransientError
 from indexer.metrics import API_LATENCY
 from indexer.settings import Settings, get_settings
@@ -94,6 +94,7 @@ def create_app(
     _errors(app)
     app.openapi = _without_422(app.openapi)  # type: ignore[method-assign]
     app.middleware("http")(_access_log)
+    otel.instrument_app(app)  # a server span per request, where tracing is on
     return app
 
 

@@ -16,7 +16,7 @@ from typing import Annotated, Any
 import typer
 from pydantic import ValidationError
 
-from indexer import logs
+from indexer import logs, otel
 from indexer.adapters import aws_audit
 from indexer.cli import (
     backfill_cmds,
@@ -65,6 +65,12 @@ class _Sidecar(typer.Typer):
             raise SystemExit(BAD_CONFIGURATION) from None
 
 
+# Roles that run until stopped: traced, but no span of their own (each task they send, each
+# request they serve starts its trace). The worker supervisor traces nothing itself: its
+# Celery workers do, each pool child set up after the fork (indexer.pipeline.celery_app).
+LONG_RUNNING = frozenset({"tail", "serve"})
+UNTRACED = frozenset({"worker", "stack", "demo"})
+
 app = _Sidecar(
     name="sidecar",
     help="Keep OpenSearch and Qdrant in step with an AECS-1 DynamoDB mail store.",
@@ -110,8 +116,14 @@ def _root(
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--log-level") from exc
     logs.configure_unless_configured(logging.WARNING)
-    previous = aws_audit.declare(ROLE_OF_COMMAND.get(ctx.invoked_subcommand or ""))
+    command = ctx.invoked_subcommand or ""
+    previous = aws_audit.declare(ROLE_OF_COMMAND.get(command))
     ctx.call_on_close(lambda: aws_audit.declare(previous))
+    # Traces where OTEL_EXPORTER_OTLP_ENDPOINT is set (else nothing is imported); a finite
+    # command is one span, the parent of every task it sends.
+    if command not in UNTRACED and otel.setup(f"sidecar-{command}") and (
+            command not in LONG_RUNNING):
+        ctx.call_on_close(otel.command_span(command))
 
 
 # The indexer's own commands. Through PLUGIN_GROUP: `serve` (search_api.cli, the API sits

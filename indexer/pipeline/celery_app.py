@@ -20,7 +20,7 @@ from typing import Any
 
 from celery import Celery, signals
 
-from indexer import logs
+from indexer import logs, otel
 from indexer.adapters import aws_audit, broker
 from indexer.settings import Settings, get_settings
 
@@ -112,6 +112,22 @@ def _declare_workers_role(**_: Any) -> None:
 
 signals.worker_init.connect(_declare_workers_role, weak=False)
 signals.worker_process_init.connect(_declare_workers_role, weak=False)
+
+
+def _trace_worker(**_: Any) -> None:
+    """Traces where ``OTEL_EXPORTER_OTLP_ENDPOINT`` is set: in each pool child, after the
+    fork (an exporter's thread started before it would not run in the child). A task's span
+    continues the trace its sender put in the task's headers."""
+    otel.setup("sidecar-worker")
+
+
+def _flush_traces(**_: Any) -> None:
+    """A pool child's last spans exported before it exits."""
+    otel.flush()
+
+
+signals.worker_process_init.connect(_trace_worker, weak=False)
+signals.worker_process_shutdown.connect(_flush_traces, weak=False)
 
 
 def _embedding_gives_way(instance: Any = None, **_: Any) -> None:
