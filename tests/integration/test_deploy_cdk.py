@@ -386,7 +386,162 @@ def test_assertions(templates: dict[str, dict[str, Any]], name: str) -> None:
         assert ["sidecar", "tail"] not in commands  # never both readers on one stream
 
 
+# --- alarms, dashboard, health (issue 40) ----------------------------------------------
+
+
+def _alarm_metrics(props: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
+    """(metric name, dimensions by name) of an alarm: its single metric, or each metric its
+    math expression or labelled metric uses."""
+    if "MetricName" in props:
+        return [(props["MetricName"], {d["Name"]: d["Value"] for d in props.get("Dimensions", [])})]
+    return [(m["MetricStat"]["Metric"]["MetricName"],
+             {d["Name"]: d["Value"] for d in m["MetricStat"]["Metric"].get("Dimensions", [])})
+            for m in props.get("Metrics", []) if "MetricStat" in m]
+
+
+def _our_alarms(template: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """The alarms the stack defines itself (not the step-scaling policies' own)."""
+    return {lid: res["Properties"] for lid, res in template["Resources"].items()
+            if res["Type"] == "AWS::CloudWatch::Alarm"
+            and "Runbook: " in res["Properties"].get("AlarmDescription", "")}
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_liveness_alarms_breach_when_their_data_is_missing(
+        templates: dict[str, dict[str, Any]], name: str) -> None:
+    """A dead process emits nothing: each service's running-task count, the API's healthy
+    hosts and (with the tailer) its lag alarm on missing data instead of going quiet."""
+    template = templates[name]
+    alarms = _our_alarms(template)
+    services = set(_of_type(template, "AWS::ECS::Service"))
+    running: dict[str, dict[str, Any]] = {}
+    for props in alarms.values():
+        for metric, dims in _alarm_metrics(props):
+            if metric == "RunningTaskCount":
+                running[dims["ServiceName"]["Fn::GetAtt"][0]] = props
+    assert set(running) == services  # one per service: tailer, workers, API
+    for props in running.values():
+        assert props["TreatMissingData"] == "breaching"
+        assert props["ComparisonOperator"] == "LessThanThreshold" and props["Threshold"] == 1
+    healthy = [p for p in alarms.values()
+               if any(m == "HealthyHostCount" for m, _ in _alarm_metrics(p))]
+    assert len(healthy) == 1 and healthy[0]["TreatMissingData"] == "breaching"
+    lag = [p for p in alarms.values() if p.get("MetricName") in (
+        "sidecar_stream_lag_seconds", "IteratorAge")]
+    assert len(lag) == 1
+    # The tailer's lag breaches when absent; the Lambda reader's iterator age has no data on
+    # an idle stream, so there missing data is not an outage.
+    assert lag[0]["TreatMissingData"] == (
+        "breaching" if name == "MailSearchSidecar" else "notBreaching")
+    # Every other alarm the stack defines still treats missing data as fine (not a flood of
+    # alarms when, say, no request came in).
+    breaching = {lid for lid, p in alarms.items() if p["TreatMissingData"] == "breaching"}
+    assert len(breaching) == len(services) + 1 + (name == "MailSearchSidecar")
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_alarms_are_the_prometheus_rules_with_runbooks(
+        templates: dict[str, dict[str, Any]], name: str) -> None:
+    from tests.integration.test_deploy_monitoring import alerts, runbook_problems
+
+    alarms = _our_alarms(templates[name])
+    named: set[str] = set()
+    links = []
+    for props in alarms.values():
+        description = props["AlarmDescription"]
+        links.append(description.rsplit("Runbook: ", 1)[1])
+        found = re.search(r"\(Prometheus alert: ([A-Za-z, ]+)\)", description)
+        if found:
+            named.update(a.strip() for a in found.group(1).split(","))
+    assert runbook_problems(links) == []
+    every = {rule["alert"] for rule in alerts()}
+    assert named <= every
+    metrics = {m for props in alarms.values() for m, _ in _alarm_metrics(props)}
+    assert {"RunningTaskCount", "HealthyHostCount", "sidecar_stalled", "sidecar_redis_up",
+            "sidecar_dlq_entries", "TargetResponseTime", "Evictions",
+            "DatabaseMemoryUsagePercentage"} <= metrics
+    growth = [p for p in alarms.values() if any(
+        "DIFF(" in m.get("Expression", "") for m in p.get("Metrics", []))]
+    assert len(growth) == 1  # the dead letters growing, beside the waiting ones
+    if name == "MailSearchSidecar":
+        assert named == every  # the tailer's stack: every Prometheus condition has its alarm
+    else:  # no tailer: its liveness is Lambda's, and the gap/resend counts are the tailer's
+        assert every - named == {"SidecarTailerDown", "SidecarStreamNotRead",
+                                 "SidecarStreamGap", "SidecarTasksResent"}
+    # Each alarm notifies the topic when it fires and when it recovers.
+    for lid, props in alarms.items():
+        assert props["AlarmActions"] and props["OKActions"], lid
+
+
+@pytest.mark.parametrize("name", STACKS)
+def test_dashboard_health_check_and_stop_timeout(
+        templates: dict[str, dict[str, Any]], name: str) -> None:
+    from search_api.routes import router
+
+    template = templates[name]
+    t = Template.from_json(template)
+    # The ALB checks the liveness route (which the API serves), never /readyz: ECS replaces
+    # the tasks its load balancer marks unhealthy.
+    assert "/healthz" in {getattr(r, "path", "") for r in router.routes}
+    t.has_resource_properties("AWS::ElasticLoadBalancingV2::TargetGroup",
+                              {"HealthCheckPath": "/healthz"})
+    # Workers get 120 s to finish the batch in hand (Fargate's default is 30 s).
+    stops = {}
+    for res in t.find_resources("AWS::ECS::TaskDefinition").values():
+        for container in res["Properties"]["ContainerDefinitions"]:
+            command = container.get("Command", [])
+            if command[:2] == ["sidecar", "worker"]:
+                stops[command[3]] = container.get("StopTimeout")
+        assert res["Properties"]["RuntimePlatform"]["CpuArchitecture"] == "X86_64"  # default
+    assert stops == {"fulltext": 120, "vectors": 120}
+    # One dashboard: every alarm's state, and the pipeline's, API's and broker's metrics.
+    dashboards = _of_type(template, "AWS::CloudWatch::Dashboard")
+    assert len(dashboards) == 1
+    body = template["Resources"][dashboards[0]]["Properties"]["DashboardBody"]
+    text = "".join(part if isinstance(part, str) else json.dumps(part)
+                   for part in body["Fn::Join"][1])
+    for lid in _our_alarms(template):
+        assert f'"{lid}"' in text, f"{lid} not on the dashboard"
+    for metric in ("RunningTaskCount", "sidecar_queue_depth", "sidecar_dlq_entries",
+                   "TargetResponseTime", "DatabaseMemoryUsagePercentage",
+                   "sidecar_stream_lag_seconds" if name == "MailSearchSidecar"
+                   else "IteratorAge"):
+        assert f'"{metric}"' in text, metric
+
+
+def test_arm64_option(inputs: dict[str, str]) -> None:
+    """``-c cpuArchitecture=arm64``: every task and the Lambda reader on Graviton; anything
+    else but the two names is refused before a template is made."""
+    sys.path.insert(0, str(CDK_DIR))
+    try:
+        import aws_cdk as cdk
+        from sidecar_cdk.config import SidecarConfig
+        from sidecar_cdk.stack import SidecarStack
+    finally:
+        sys.path.remove(str(CDK_DIR))
+    context = {k: v for k, v in inputs.items() if k != "suffix"}
+    with pytest.raises(ValueError, match="cpuArchitecture"):
+        SidecarConfig.from_context(cdk.App(context={**context, "cpuArchitecture": "arm"}).node)
+    started = time.monotonic()
+    app = cdk.App(context={**context, "cpuArchitecture": "arm64"})
+    config = SidecarConfig.from_context(app.node)
+    stack = SidecarStack(app, "MailSearchSidecarLambda", config=config, reader="lambda",
+                         env=cdk.Environment(account=config.account, region=config.region))
+    t = Template.from_stack(stack)
+    platforms = {res["Properties"]["RuntimePlatform"]["CpuArchitecture"]
+                 for res in t.find_resources("AWS::ECS::TaskDefinition").values()}
+    assert platforms == {"ARM64"}
+    t.has_resource_properties("AWS::Lambda::Function", {"Architectures": ["arm64"]})
+    print(f"arm64 synth (Lambda stack, in process): {time.monotonic() - started:.1f} s")
+
+
 # --- moto's CloudFormation --------------------------------------------------------------
+
+
+# Types moto implements but cannot create from these templates: the dashboard's body names
+# the target group's TargetGroupFullName (its healthy-hosts widget), a GetAtt moto 5.2.5's
+# FakeTargetGroup does not answer (a 500 from CreateStack). Listed in the doc's dropped types.
+MOTO_CANNOT_RESOLVE = {"AWS::CloudWatch::Dashboard"}
 
 
 def moto_supported(template: dict[str, Any]) -> set[str]:
@@ -468,7 +623,7 @@ def _physical(cfn: Any, stack: str) -> dict[str, str]:
 def test_deploys_into_moto(templates: dict[str, dict[str, Any]], inputs: dict[str, str],
                            name: str) -> None:
     template = templates[name]
-    supported = moto_supported(template)
+    supported = moto_supported(template) - MOTO_CANNOT_RESOLVE
     reduced, dropped = reduce_template(template, supported)
     assert set(dropped.values()) <= documented_unsupported(), (
         "docs/deploy/ecs-cdk.md must list every type moto could not deploy")
