@@ -10,6 +10,7 @@ install simply has fewer commands.
 from __future__ import annotations
 
 import logging
+from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Annotated, Any
 
@@ -45,6 +46,7 @@ ROLE_OF_COMMAND: dict[str, str] = {
     "dlq": aws_audit.OPERATOR,
 }
 
+LogLevel = StrEnum("LogLevel", {name.upper(): name for name in logs.LEVELS})  # type: ignore[misc]
 BAD_CONFIGURATION = 2  # the exit status of a refused SIDECAR_* value (as for a bad option)
 
 
@@ -102,17 +104,17 @@ def _root(
                      help="Print the installed version and exit."),
     ] = False,
     log_level: Annotated[
-        str | None,
-        typer.Option("--log-level", help="debug | info | warning | error | critical, for this "
-                     "command and the processes it starts (default: SIDECAR_LOG_LEVEL, else "
-                     "the command's own)."),
+        LogLevel | None,
+        typer.Option("--log-level", case_sensitive=False, help="For this command and the "
+                     "processes it starts (default: SIDECAR_LOG_LEVEL, else the command's "
+                     "own)."),
     ] = None,
 ) -> None:
     """Keep OpenSearch and Qdrant in step with an AECS-1 DynamoDB mail store."""
     # Before any subcommand imports a library: no progress bars, every line JSON on stderr.
     if log_level is not None:
         try:
-            logs.choose_level(log_level)
+            logs.choose_level(log_level.value)
         except ValueError as exc:
             raise typer.BadParameter(str(exc), param_hint="--log-level") from exc
     logs.configure_unless_configured(logging.WARNING)
@@ -134,6 +136,44 @@ for module in SERVICE_MODULES:
 
 for plugin in entry_points(group=PLUGIN_GROUP):
     plugin.load()(app)
+
+# `sidecar --help` in panels, the production roles first (typer lists panels in the order of
+# their first command, and commands in the order registered).
+RUN, OPERATE, LOCAL, BENCH = ("Run (production roles)", "Operate", "Local stack and tools",
+                              "Benchmarks and quality")
+PANELS: dict[str, tuple[str, ...]] = {
+    RUN: ("tail", "worker", "serve"),
+    OPERATE: ("init", "backfill", "ingest", "reconcile", "purge", "reindex", "dlq",
+              "export-onnx"),
+    LOCAL: ("stack", "demo", "import", "load", "table", "delete-message", "rewrite-message"),
+}
+
+
+def panel_of(name: str) -> str:
+    """The help panel of a command: as listed, else benchmarks (bench-*, eval*) or tooling."""
+    listed = next((panel for panel, names in PANELS.items() if name in names), None)
+    return listed or (BENCH if name.startswith(("bench", "eval")) else LOCAL)
+
+
+def _group_help(cli: typer.Typer) -> None:
+    order = [RUN, OPERATE, LOCAL, BENCH]
+    listed = [name for names in PANELS.values() for name in names]
+
+    def rank(name: str) -> tuple[int, int]:
+        return order.index(panel_of(name)), listed.index(name) if name in listed else len(listed)
+
+    def command_name(info: Any) -> str:
+        return str(info.name or typer.main.get_command_name(info.callback.__name__))
+
+    for info in cli.registered_commands:
+        info.rich_help_panel = panel_of(command_name(info))
+    for group in cli.registered_groups:
+        group.rich_help_panel = panel_of(str(group.name))
+    cli.registered_commands.sort(key=lambda info: rank(command_name(info)))
+    cli.registered_groups.sort(key=lambda group: rank(str(group.name)))
+
+
+_group_help(app)
 
 if __name__ == "__main__":
     app()

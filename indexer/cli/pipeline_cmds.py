@@ -10,6 +10,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict
 from datetime import UTC, datetime
+from enum import StrEnum
 from typing import Annotated
 
 import typer
@@ -25,12 +26,33 @@ console = Console(stderr=True)
 dlq_app = typer.Typer(help="Inspect and redrive the dead-letter store.", no_args_is_help=True)
 
 
+class Role(StrEnum):
+    """What a ``sidecar worker`` consumes: both queues, or one."""
+
+    ALL = "all"
+    FULLTEXT = "fulltext"
+    VECTORS = "vectors"
+
+
+class CeleryLevel(StrEnum):
+    """Celery's ``-l``."""
+
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
+    CRITICAL = "CRITICAL"
+
+
 def worker(
-    role: Annotated[str, typer.Option(help="all | fulltext | vectors")] = "all",
+    role: Annotated[Role, typer.Option(help="The queues to consume.")] = Role.ALL,
     concurrency: Annotated[
         int, typer.Option(help="Processes per role (vectors: 1 when embedded).")
     ] = 1,
-    loglevel: Annotated[str, typer.Option()] = "INFO",
+    loglevel: Annotated[
+        CeleryLevel, typer.Option(case_sensitive=False, help="The workers' level "
+                                  "(SIDECAR_LOG_LEVEL wins when set).")
+    ] = CeleryLevel.INFO,
     metrics_port: Annotated[
         int | None,
         typer.Option(
@@ -41,16 +63,14 @@ def worker(
     """Start Celery workers: one per queue, so full-text never waits behind embedding."""
     from indexer.pipeline.workers import ROLES, spawn_workers, supervise
 
-    roles = ROLES if role == "all" else (role,)
-    if any(r not in ROLES for r in roles):
-        raise typer.BadParameter(f"role must be all, {' or '.join(ROLES)}")
+    roles = ROLES if role is Role.ALL else (role.value,)
     settings = get_settings()
     require_tables(settings)
     if "vectors" in roles:
         require_encoder(settings)
     port = settings.metrics_port if metrics_port is None else metrics_port
     with _worker_metrics(settings, port):
-        code = supervise(spawn_workers(settings, roles, concurrency, loglevel))
+        code = supervise(spawn_workers(settings, roles, concurrency, loglevel.value))
     raise typer.Exit(code)
 
 
