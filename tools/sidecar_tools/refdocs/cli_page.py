@@ -60,7 +60,7 @@ def _params(command: Any, ctx: Any) -> list[str]:
             if param.required:
                 kind += ", required"
             help_text = record[1]
-        rows.append(f"| {name} | {_cell(kind)} | {_cell(help_text)} |")
+        rows.append(f"| {_cell(name)} | {_cell(kind)} | {_cell(help_text)} |")
     return rows
 
 
