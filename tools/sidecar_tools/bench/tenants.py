@@ -6,8 +6,8 @@ builds an index of ``messages`` over ``mailboxes`` with a skew (:func:`mailbox_s
 - **the whale**: mailbox 0 holds ``whale_share`` of all messages;
 - **mid-size**: the next ``mid_mailboxes`` (default 300, at most a third of the others) share
   ``mid_share`` (default 0.5) of the rest, by a mild Zipf law (weight ``1/rank**0.5``);
-- **the long tail**: every other mailbox shares what is left by a Zipf law (``1/rank``),
-  at least one message each.
+- **the long tail**: every other mailbox shares what is left by a Zipf law continued after
+  the mid-size ranks (weight ``1/(mids + 1 + rank)``), at least one message each.
 
 Mail is real (a corpus of NormalizedEmail JSON lines): each mailbox takes the next slice of
 the corpus's first ``distinct`` valid emails, cycled, so threads stay together. An email used
@@ -21,8 +21,8 @@ per corpus selection and model); a copy's vector is the original plus Gaussian n
 The documents are written with the full-text adapter (``apply``: the pipeline's bulk path) into
 an index of ``shards`` primaries, the points with the vector index's ``upsert`` on the chosen
 backend (embedded Edge, or a Qdrant server: ``SIDECAR_QDRANT_URL`` or the shared binary), the
-searched mailboxes' rows (Message, Body, participants, pointer) into a table of their own, so
-the API's join reads real rows. Then, per mailbox class (the whale; the median mid-size
+searched mailboxes' hot rows (their Message items) into a table of their own, so the API's
+join reads real rows. Then, per mailbox class (the whale; the median mid-size
 mailbox; the median tail mailbox) and mode, through ``sidecar serve``:
 
 - the fraction of searches whose OpenSearch answers ran on exactly one shard (the API behind
@@ -152,7 +152,7 @@ def mailbox_sizes(messages: int, mailboxes: int, whale_share: float, mid_mailbox
         raise ValueError("the whale leaves fewer messages than there are other mailboxes")
     mid_total = max(mids, min(rest - tail, round(rest * mid_share)))
     mid = _spread(mid_total, [1 / math.sqrt(r + 1) for r in range(mids)], 1)
-    small = _spread(rest - mid_total, [1 / (r + 1) for r in range(tail)], 1)
+    small = _spread(rest - mid_total, [1 / (mids + 1 + r) for r in range(tail)], 1)
     return [whale, *mid, *small]
 
 
@@ -342,14 +342,17 @@ def build(settings: Settings, opts: TenantOptions, pool: Sequence[Mapping[str, A
 
 
 def write_rows(settings: Settings, rows: Sequence[MessageItems]) -> float:
-    """The searched mailboxes' items into the table (batches of 25); returns seconds."""
+    """The searched mailboxes' Message items (the hot rows: the only items the API's join
+    reads, by key) into the table, in batches of 25; returns seconds. The Body, participant
+    and pointer items are left out: no search reads them, and moto on 2 busy cores writes
+    ~10 messages/s whole."""
     began = time.perf_counter()
     ddb = aws.client(settings, "dynamodb")
     create_table(ddb, settings.table)
     ddb.get_waiter("table_exists").wait(TableName=settings.table)
     requests = [{"PutRequest": {"Item": {k: _SER.serialize(v) for k, v in item.items()}}}
                 for items in rows
-                for item in (items.message, items.body, *items.side_items, items.pointer)]
+                for item in (items.message,)]
     for start in range(0, len(requests), 25):
         pending = requests[start : start + 25]
         for attempt in range(10):
@@ -702,7 +705,8 @@ def run(opts: TenantOptions, base: Settings, log: Log) -> dict[str, Any]:
         factories.vector_index.cache_clear()
         out["shards"] = probe_shards(settings, work, run_dir, log)
         server_pid = _server_pid(settings) if opts.backend == "server" else None
-        out["latency"] = measure_latency(settings, work, opts, run_dir, server_pid, log)
+        if opts.search_seconds > 0:  # 0: structure only (the CI test)
+            out["latency"] = measure_latency(settings, work, opts, run_dir, server_pid, log)
     finally:
         factories.vector_index.cache_clear()
         for stack in reversed(servers):
