@@ -121,6 +121,13 @@ INDEX_MAPPING_VERSION = Gauge(
     ["target"],
     multiprocess_mode="livemin",
 )
+API_COMPONENT_READY = Gauge(
+    "sidecar_api_component_ready",
+    "Whether each component the API uses answered its last /readyz check (1) or not (0); "
+    "the failure's detail is in the API's log (the public /readyz shows a fixed code only).",
+    ["component"],
+    multiprocess_mode="livemin",
+)
 API_LATENCY = Histogram(
     "sidecar_api_request_seconds",
     "API request latency by route template, search mode and status code.",

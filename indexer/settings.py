@@ -138,6 +138,16 @@ class Settings(BaseSettings):
         description="Expensive searches one caller may start per second on average (a burst "
         "of twice that); more answer 429 with Retry-After.",
     )
+    api_expensive_in_flight: int = Field(
+        default=4, ge=1, le=256,
+        description="Expensive searches (every caller's together: many prefixes or words, "
+        "collapse over many words, similar) one API process runs at once; more answer 429.",
+    )
+    api_requests_per_second: float = Field(
+        default=100.0, gt=0, le=100_000,
+        description="Requests one caller (its token, or a JWT's issuer and subject) may make "
+        "per second on average to one API process (a burst of twice that); more answer 429.",
+    )
     redis_url: str = Field(
         default="redis://127.0.0.1:6379/0",
         description="Celery broker and results (dead letters are in the sidecar's table): "

@@ -87,6 +87,9 @@ def create_app(
         lifespan=lifespan,
         docs_url="/docs" if dev else None,
         redoc_url="/redoc" if dev else None,
+        # No redirect to the path with(out) a trailing slash: Starlette builds its Location
+        # from the request's Host header, which the caller chooses.
+        redirect_slashes=False,
     )
     app.include_router(router)
     if settings.console_enabled:

@@ -32,7 +32,7 @@ from indexer.adapters.query_batch import QueryBatcher
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
-from search_api.limits import ExpensiveGate
+from search_api.limits import ExpensiveGate, RequestRate
 from search_api.query.more_like_this import LIKED_BODY_ANALYZER
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 
@@ -224,10 +224,16 @@ class Backends:
 
     @cached_property
     def expensive_gate(self) -> ExpensiveGate:
-        """This process's count of each caller's expensive searches."""
+        """This process's count of expensive searches, by caller and in all."""
         return ExpensiveGate(
-            self.settings.api_expensive_per_token, self.settings.api_expensive_per_second
+            self.settings.api_expensive_per_token, self.settings.api_expensive_per_second,
+            self.settings.api_expensive_in_flight,
         )
+
+    @cached_property
+    def request_rate(self) -> RequestRate:
+        """This process's count of every caller's requests."""
+        return RequestRate(self.settings.api_requests_per_second)
 
     @cached_property
     def store(self) -> DynamoStore:

@@ -108,9 +108,20 @@ def shown(
 
 
 def _count(summary: dict[str, Any] | None) -> int | None:
-    """A thread summary's ``message_count`` (None while the writer has not stored it)."""
+    """A thread summary's ``message_count`` (None while the writer has not stored it); a
+    malformed one (the writer's bug: ``"many"``, ``-3``, ``1.5``) is shown as null and
+    counted, never a 500 for every page that holds the thread."""
     count = (summary or {}).get("message_count")
-    return int(count) if count is not None else None
+    if count is None:
+        return None
+    try:
+        number = int(count)
+    except (TypeError, ValueError, OverflowError):
+        number = -1
+    if number < 0 or (number != count and not (isinstance(count, str) and count.isdigit())):
+        MALFORMED_FIELDS.labels(field="message_count").inc()
+        return None
+    return number
 
 
 _NUMBERS = frozenset({"ts", "attachment_count", "size_bytes"})

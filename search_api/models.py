@@ -142,8 +142,9 @@ class Readiness(BaseModel):
     failing: list[str] = Field(description="Components that did not answer.")
     skipped: list[str] = Field(description="Components this replica does not use.")
     errors: dict[str, str] = omittable(
-        "An operator's fix per failing component, where one is known (a missing table, "
-        "credentials the engine refused)."
+        "A fixed code per failing component (a missing table, credentials the engine "
+        "refused, the model loading, no answer): never the engine's own message, which names "
+        "accounts, roles and resources; that detail is in the API's log."
     )
 
 

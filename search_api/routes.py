@@ -6,16 +6,20 @@ document is the API's contract, and a test generates a client from it."""
 
 from __future__ import annotations
 
+import logging
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
+from fastapi.security import HTTPAuthorizationCredentials
 
 from indexer.adapters.tables import MissingTableError
+from indexer.metrics import API_COMPONENT_READY as COMPONENT_READY
 from search_api import contacts as contact_list
 from search_api import limits, service
-from search_api.auth import authorized_mailbox
+from search_api.auth import authorized_mailbox, bearer
 from search_api.backends import Backends
 from search_api.models import (
     RETRY_AFTER,
@@ -28,6 +32,7 @@ from search_api.models import (
 )
 from search_api.query import MAX_QUERY_LENGTH, parse
 
+log = logging.getLogger(__name__)
 router = APIRouter()
 _HEX64 = re.compile(r"[0-9a-f]{64}")
 
@@ -38,7 +43,38 @@ def backends(request: Request) -> Backends:
 
 
 BackendsDep = Annotated[Backends, Depends(backends)]
-Mailbox = Annotated[str, Depends(authorized_mailbox)]  # bearer token -> mailbox (auth.py)
+
+
+def admitted_mailbox(
+    request: Request,
+    mailbox: Annotated[str, Depends(authorized_mailbox)],
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+    b: BackendsDep,
+) -> str:
+    """The mailbox a bearer token may read (auth.py: 401, 403), once the caller's request rate
+    admits one more (429 before any engine is asked); the caller's principal is kept on the
+    request for the expensive-search gate (:mod:`search_api.limits`)."""
+    principal = limits.principal_key(credentials.credentials if credentials else "")
+    request.state.principal = principal
+    try:
+        b.request_rate.admit(principal)
+    except limits.TooManyExpensive as exc:
+        raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
+    return mailbox
+
+
+Mailbox = Annotated[str, Depends(admitted_mailbox)]  # bearer token -> mailbox, rate admitted
+
+
+@contextmanager
+def gated(request: Request, b: Backends, expensive: bool, *, rated: bool = True
+          ) -> Iterator[None]:
+    """The body under the expensive-search gate, its refusal a 429 with Retry-After."""
+    try:
+        with b.expensive_gate.admit(request.state.principal, expensive, rated=rated):
+            yield
+    except limits.TooManyExpensive as exc:
+        raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
 
 
 @router.get("/healthz", response_model=Health, operation_id="healthz", tags=["health"])
@@ -63,7 +99,12 @@ def healthz() -> dict[str, str]:
     },
 )
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
-    """Readiness: every engine this replica uses answers, and the model has loaded."""
+    """Readiness: every engine this replica uses answers, and the model has loaded.
+
+    Served on the public port without authentication, so it discloses nothing: each failing
+    component gets a fixed code (:data:`READY_CODES`); what exactly failed — the engine's
+    refusal, with the account, role and resource it names, a table's name — is logged (and
+    ``sidecar_api_component_ready`` on the metrics port says which component)."""
     checks: dict[str, Callable[[], object]] = {
         "opensearch": lambda: b.opensearch.ping(),
         "qdrant": lambda: b.vectors.store.collections(),
@@ -74,23 +115,15 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
     for name in skipped:
         del checks[name]
-    # Local: the module's imports are another change's; hoist when convenient.
-    from indexer.core.errors import ConfigurationError
-
     failing, errors = [], {}
     for name, check in checks.items():
         try:
             check()
-        except MissingTableError as exc:  # an operator's fix: say which table, which command
-            failing.append(name)
-            errors[name] = str(exc)
         except Exception as exc:
             failing.append(name)
-            # Credentials refused (401/403; raised as is, or as the cause of "unavailable"):
-            # say what to check, so the probe is not read as an outage that will pass.
-            refused = exc if isinstance(exc, ConfigurationError) else exc.__cause__
-            if isinstance(refused, ConfigurationError):
-                errors[name] = f"credentials or permissions refused: {refused}"
+            errors[name] = ready_code(name, exc)
+            log.warning("readyz: %s failing (%s): %s", name, errors[name], exc)
+        COMPONENT_READY.labels(component=name).set(0 if name in errors else 1)
     if failing:
         response.status_code = 503
         response.headers["Retry-After"] = "5"
@@ -98,6 +131,31 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
     if errors:
         body["errors"] = errors
     return body
+
+
+# The fixed codes /readyz shows for a failing component (the detail is in the log).
+READY_CODES = {
+    "missing_table": "a table is missing: run `sidecar init` (its name is in the API's log)",
+    "credentials_refused": "the engine refused our credentials or permissions (details in "
+                           "the API's log)",
+    "model_loading": "the embedding model is still loading",
+    "unavailable": "the engine did not answer (details in the API's log)",
+}
+
+
+def ready_code(name: str, exc: BaseException) -> str:
+    """The fixed sentence of :data:`READY_CODES` for a failed check, no text of ``exc``:
+    an engine's refusal names the account, role and resource that asked."""
+    from indexer.core.errors import ConfigurationError  # local: the error family's leaf
+
+    if isinstance(exc, MissingTableError):
+        return READY_CODES["missing_table"]
+    refused = exc if isinstance(exc, ConfigurationError) else exc.__cause__
+    if isinstance(refused, ConfigurationError):
+        return READY_CODES["credentials_refused"]
+    if name == "model":
+        return READY_CODES["model_loading"]
+    return READY_CODES["unavailable"]
 
 
 def _raise(reason: str) -> bool:
@@ -156,12 +214,9 @@ def search(
     if len(q) > MAX_QUERY_LENGTH:
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
     req = service.SearchRequest(q, parse(q), mode, limit, cursor, collapse, sort)
-    caller = limits.caller_key(request.headers.get("authorization"))
-    try:
-        with b.expensive_gate.admit(caller, limits.is_expensive(req.node)):
-            result = service.search(b, request.app.state.cursors, mailbox, req)
-    except limits.TooManyExpensive as exc:
-        raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
+    expensive = limits.is_expensive(req.node, collapse=collapse == "thread", limit=limit)
+    with gated(request, b, expensive):
+        result = service.search(b, request.app.state.cursors, mailbox, req)
     request.state.results = len(result.hits)
     return result
 
@@ -191,9 +246,10 @@ def similar(
     """
     if not _HEX64.fullmatch(message_key):  # no key of this form: nothing to look up
         raise service.NotFound("no such message in this mailbox")
-    page = service.similar_page(
-        b, mailbox, message_key, limit=limit, exclude_thread=exclude_thread
-    )
+    with gated(request, b, expensive=True, rated=False):  # three queries of 25 terms each
+        page = service.similar_page(
+            b, mailbox, message_key, limit=limit, exclude_thread=exclude_thread
+        )
     request.state.results = len(page.hits)
     return page
 

@@ -30,6 +30,7 @@ from indexer.adapters.broker import QueueCollector
 from indexer.logs import configure
 from indexer.settings import Settings
 from search_api.app import create_app
+from search_api.http_limits import server_options
 from search_api.repair import RepairSink
 
 log = logging.getLogger("search_api")
@@ -74,7 +75,8 @@ def _server(
     settings: Settings, host: str, port: int, *, vectors: bool, repairs: RepairSink | None
 ) -> uvicorn.Server:
     app = create_app(settings, vectors=vectors, repairs=repairs)
-    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False)
+    config = uvicorn.Config(app, host=host, port=port, log_level="warning", access_log=False,
+                            **server_options())  # type: ignore[arg-type]
     return uvicorn.Server(config)
 
 

@@ -14,17 +14,20 @@ so the corpus is one where the answers differ, then shown closed through the API
 
 from __future__ import annotations
 
+import time
 import uuid
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
+import httpx
 import pytest
 
 from indexer.adapters import factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from search_api.query.opensearch import MAILBOX_FIELD
-from tests.api_fixtures import Api, mail, start_api
+from tests.api_fixtures import TOKEN_A, Api, mail, start_api
 from tests.conftest import CORPORA, namespaced
 from tests.mail_helpers import corpus
 from tests.tenant_load import load_mailbox
@@ -129,6 +132,11 @@ def test_similar_and_phrase_prefixes_see_only_the_mailbox(api: Api) -> None:
               *[mail(810_000 + i, f"flood {w}", f"{w} tree", sender=(f"Rala {w}", "f@x.y"),
                      to=[f"{w}@example.net"]) for i, w in enumerate(FLOOD)]]
     load_mailbox(api.settings, api.mailbox_b, victim)
+    # One segment: the dictionary in one sorted run, the flood's words before the caller's
+    # (phrase-prefix expansion takes the first 50 of the first segments it reads).
+    index = factories.fulltext_index(api.settings)
+    index.client.indices.forcemerge(index=api.settings.opensearch_index, max_num_segments=1)
+    index.refresh()
 
     # The channels were open: the old requests' answers moved.
     moved_prefix = [t for t in old_prefix if _old_phrase_prefix(api, t) != old_prefix[t]]
@@ -151,3 +159,66 @@ def test_a_long_last_word_is_looked_up_by_its_first_19_characters(api: Api) -> N
         mail(900_001, "long words", f"say {word} twice", sender=ALICE, to=["z@example.org"])])
     assert len(_keys(api.search(f'"say {word[:25]}"*'))) == 1
     assert _keys(api.search(f'"say {word[:25]}x"*')) == _keys(api.search(f'"say {word[:25]}"*'))
+
+
+EXPENSIVE = " OR ".join(f"to:{c}bc*" for c in "abcdefghijklmnop")
+SIXTEEN_WORDS = " OR ".join(f"word{i}" for i in range(16))
+
+
+def _status(api: Api, header: str, q: str, **params: Any) -> int:
+    url = f"{api.url}/v1/mailboxes/{api.mailbox_a}/search"
+    return httpx.get(url, params={"q": q, **params}, headers={"Authorization": header},
+                     timeout=60).status_code
+
+
+def test_header_casings_and_spaces_are_one_caller_to_the_gate(api: Api) -> None:
+    time.sleep(3)  # a full bucket (2 a second, a burst of 4)
+    variants = [f"{scheme} {TOKEN_A}" for scheme in ("Bearer", "bearer", "BeArEr", "BEARER")]
+    variants += [f"Bearer  {TOKEN_A}", f"bearer  {TOKEN_A}", f"Bearer {TOKEN_A}", "Bearer " + TOKEN_A]
+    codes = [_status(api, header, EXPENSIVE) for header in variants]
+    assert set(codes) <= {200, 429}, codes  # every variant authenticates
+    # one bucket: the burst of 4 (and what refills while they run), then 429s; eight buckets
+    # would have answered 8 x 200
+    assert codes.count(429) >= 2, codes
+
+
+def test_collapse_and_similar_are_gated(api: Api) -> None:
+    time.sleep(3)
+    header = f"Bearer {TOKEN_A}"
+    plain = [_status(api, header, SIXTEEN_WORDS, limit=100) for _ in range(8)]
+    assert plain == [200] * 8  # without collapse: not expensive, never held back
+    collapsed = [_status(api, header, SIXTEEN_WORDS, limit=100, collapse="thread")
+                 for _ in range(8)]
+    assert set(collapsed) == {200, 429}, collapsed
+
+    from sidecar_tools.writer.mapping import to_items
+
+    emails = corpus(CORPORA / "linux-mips-4k.jsonl.gz")[:250]
+    longest = max(emails, key=lambda e: len(e["content"]["clean"] or ""))
+    key = to_items(longest, api.mailbox_a).message_key
+    path = f"{api.url}/v1/mailboxes/{api.mailbox_a}/messages/{key}/similar"
+    with ThreadPoolExecutor(8) as pool:
+        codes = list(pool.map(lambda _: httpx.get(path, headers={"Authorization": header},
+                                                  timeout=60).status_code, range(8)))
+    assert set(codes) <= {200, 429} and 200 in codes, codes
+    assert 429 in codes, f"8 similar at once from one caller all ran: {codes}"
+
+
+def test_an_oversized_header_is_refused_before_it_is_read(api: Api) -> None:
+    url = f"{api.url}/v1/mailboxes/{api.mailbox_a}/search"
+    started = time.monotonic()
+    huge = httpx.get(url, params={"q": "kernel"}, timeout=30,
+                     headers={"Authorization": "Bearer " + "x" * 1_000_000})
+    assert huge.status_code == 431, huge.text
+    assert "64 KB" in huge.text and time.monotonic() - started < 1.5
+    # under the bound: read and answered as ever
+    assert httpx.get(url, params={"q": "kernel"}, timeout=30, headers={
+        "Authorization": f"Bearer {TOKEN_A}", "X-Padding": "p" * 30_000}).status_code == 200
+
+
+def test_no_redirect_is_built_from_the_host_header(api: Api) -> None:
+    url = f"{api.url}/v1/mailboxes/{api.mailbox_a}/search/"
+    answer = httpx.get(url, params={"q": "kernel"}, follow_redirects=False, timeout=30,
+                       headers={"Authorization": f"Bearer {TOKEN_A}", "Host": "evil.example"})
+    assert answer.status_code == 404, (answer.status_code, answer.headers)
+    assert "evil.example" not in answer.headers.get("location", "")

@@ -68,3 +68,48 @@ def test_a_caller_runs_at_most_its_share_of_expensive_searches() -> None:
         pass
 
 
+
+
+def test_the_process_runs_at_most_its_cap_of_expensive_searches_from_all_callers() -> None:
+    gate = ExpensiveGate(2, per_second=100.0, in_flight=2)
+    with gate.admit("a", True), gate.admit("b", True):
+        with pytest.raises(TooManyExpensive, match="SIDECAR_API_EXPENSIVE_IN_FLIGHT"), \
+                gate.admit("c", True):
+            pass
+        with gate.admit("c", False):  # a cheap one is never held back by the cap
+            pass
+    with gate.admit("c", True):
+        pass
+
+
+def test_collapse_is_weighed_by_the_groups_it_re_runs_the_query_for() -> None:
+    words = parse(" OR ".join(f"word{i}" for i in range(16)))
+    assert not is_expensive(words, limit=100)
+    assert is_expensive(words, collapse=True, limit=100)
+    assert not is_expensive(parse("budget review"), collapse=True, limit=20)
+
+
+def test_the_principal_is_the_credential_after_parsing_or_a_jwt_s_subject() -> None:
+    import jwt as pyjwt
+
+    from search_api.limits import principal_key
+
+    assert principal_key("T") == principal_key(" T") == principal_key("T ")
+    assert principal_key("T") != principal_key("U")
+    assert principal_key("T").startswith("token:") and "T" not in principal_key("T")[6:7]
+    one = pyjwt.encode({"iss": "https://idp", "sub": "u1", "n": 1}, "k" * 32, "HS256")
+    two = pyjwt.encode({"iss": "https://idp", "sub": "u1", "n": 2}, "k" * 32, "HS256")
+    other = pyjwt.encode({"iss": "https://idp", "sub": "u2"}, "k" * 32, "HS256")
+    assert principal_key(one) == principal_key(two) != principal_key(other)
+    assert principal_key(one).startswith("jwt:")
+
+
+def test_every_request_of_a_caller_counts_against_its_rate() -> None:
+    from search_api.limits import RequestRate
+
+    rate = RequestRate(per_second=2.0)
+    for _ in range(4):  # the burst: twice the rate
+        rate.admit("a")
+    with pytest.raises(TooManyExpensive, match="SIDECAR_API_REQUESTS_PER_SECOND"):
+        rate.admit("a")
+    rate.admit("b")
