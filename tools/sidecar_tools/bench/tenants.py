@@ -631,6 +631,9 @@ def _cpu(settings: Settings, api_pid: int, server_pid: int | None) -> dict[str, 
 # --- the run -----------------------------------------------------------------------------------
 
 
+_SERVERS: dict[str, tuple[int, int, Path]] = {}
+
+
 @contextmanager
 def _server(run_dir: Path, name: str) -> Iterator[Any]:
     from sidecar_tools.stack.qdrant_server import server_binary, start_server
@@ -639,7 +642,11 @@ def _server(run_dir: Path, name: str) -> Iterator[Any]:
     if binary is None:
         raise RuntimeError("bench-tenants --backend server: no Qdrant server binary "
                            "(SIDECAR_QDRANT_BIN or ../shared/tools/qdrant)")
-    server = start_server(binary, run_dir / name)
+    server = start_server(binary, (run_dir / name).resolve())
+    # pid, RSS of the empty server (the baseline its collection's figures are measured
+    # against) and its storage directory
+    _SERVERS[server.url] = (server.process.pid, _proc_rss(server.process.pid),
+                            (run_dir / name).resolve() / "storage")
     try:
         yield server
     finally:
@@ -721,22 +728,9 @@ def run(opts: TenantOptions, base: Settings, log: Log) -> dict[str, Any]:
 
 
 def _server_pid(settings: Settings) -> int | None:
-    """The pid of the Qdrant server listening on the settings' HTTP port (from /proc)."""
-    port = int((settings.qdrant_url or "").rsplit(":", 1)[-1])
-    inodes = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        for line in Path(table).read_text().splitlines()[1:]:
-            parts = line.split()
-            if int(parts[1].rsplit(":", 1)[1], 16) == port and parts[3] == "0A":
-                inodes.add(parts[9])
-    for fd in Path("/proc").glob("[0-9]*/fd/*"):
-        try:
-            target = os.readlink(fd)
-        except OSError:
-            continue
-        if target.startswith("socket:[") and target[8:-1] in inodes:
-            return int(fd.parts[2])
-    return None
+    """The pid of the Qdrant server this run started at the settings' URL."""
+    found = _SERVERS.get(settings.qdrant_url or "")
+    return found[0] if found else None
 
 
 def _storage(settings: Settings, opts: TenantOptions, run_dir: Path, index: VectorIndex,
@@ -807,22 +801,22 @@ def _edge_figures(root: Path, collection: str, boxes: Sequence[str],
 
 def _server_figures(settings: Settings, collection: str, boxes: Sequence[str],
                     vectors: Sequence[Sequence[float]], points: int) -> dict[str, Any]:
-    """RSS of the server process after searching every class (less an empty server's, ~),
-    and the collection's directory on disk."""
-    pid = _server_pid(settings)
+    """RSS the server process gained over its empty start after building the collection and
+    searching every class, and the collection's directory on disk. The server keeps what
+    its build left resident (the Edge figures come from a fresh process)."""
+    pid, empty, storage = _SERVERS[settings.qdrant_url or ""]
     store = build_store(settings)
     try:
         for vector in vectors:
             for box in boxes:
                 store.search(collection, vector, match("mailbox_id", box), DEPTH)
-        rss = _proc_rss(pid) if pid else 0
+        rss = _proc_rss(pid)
     finally:
         store.close()
-    storage = Path(f"/proc/{pid}/cwd").resolve() / "storage" / "collections" / collection \
-        if pid else None
-    disk = _du(storage) if storage is not None and storage.is_dir() else 0
-    return {"rss_bytes": rss, "rss_bytes_per_point": rss / max(points, 1),
-            "rss_note": "whole server process (includes its ~30-60 MB empty footprint)",
+    folder = storage / "collections" / collection
+    disk = _du(folder) if folder.is_dir() else 0
+    return {"rss_before": empty, "rss_after": rss, "rss_bytes": rss - empty,
+            "rss_bytes_per_point": (rss - empty) / max(points, 1),
             "disk_bytes": disk, "disk_bytes_per_point": disk / max(points, 1)}
 
 
