@@ -336,6 +336,55 @@ def bench_tenants(
         print(line)
 
 
+def plan(
+    mailboxes: Annotated[int, typer.Option(min=1, help="Mailboxes.")] = 10_000,
+    messages_per_mailbox: Annotated[int, typer.Option(min=1, help="Mean messages per mailbox.")
+                                    ] = 100,
+    rate: Annotated[float, typer.Option(min=0.0, help="Messages written per second "
+                                        "(sustained).")] = 5.0,
+    searches: Annotated[float, typer.Option(min=0.0, help="API searches per second (peak).")
+                        ] = 10.0,
+    whale: Annotated[int, typer.Option(min=0, help="Messages of the largest mailbox (0: the "
+                                       "mean).")] = 0,
+    new_text_share: Annotated[float, typer.Option(min=0.0, max=1.0, help="Share of written "
+                                                  "messages whose text is embedded.")] = 1.0,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the plan as JSON.")] = False,
+) -> None:
+    """Size OpenSearch, Qdrant and the tasks for a workload, with a monthly price at named
+    list prices, from the vendors' rules and our measured figures
+    (docs/operations/capacity.md; the calculation is indexer/core/capacity.py)."""
+    from indexer.core.capacity import Workload
+    from indexer.core.capacity import plan as make_plan
+
+    work = Workload(mailboxes, messages_per_mailbox, rate, searches, new_text_share, whale)
+    found = make_plan(work)
+    if json_out:
+        print(json.dumps(found.as_json(), indent=2))
+        return
+    for line in plan_lines(found):
+        print(line)
+
+
+def plan_lines(found: Any) -> list[str]:
+    """The plan as the table docs/operations/capacity.md shows."""
+    o, q, t = found.opensearch, found.qdrant, found.tasks
+    w = found.workload
+    lines = [
+        f"workload: {w.mailboxes:,} mailboxes x {w.messages_per_mailbox:,} = {w.messages:,} "
+        f"messages, {w.rate:g} msg/s written, {w.searches:g} searches/s",
+        f"OpenSearch: {o.data_nodes} x {o.node} (heap {o.heap_gib:g} GiB each), "
+        f"{o.primaries} primaries / {o.shards} shards, index {o.index_gib:,.1f} GiB, "
+        f"storage {o.storage_gib:,.1f} GiB -> ${o.usd_month:,.0f}/month",
+        f"Qdrant: {q.nodes} x {q.node}, RAM {q.ram_gib:,.1f} GiB (measured "
+        f"{q.ram_gib_measured:,.2f}, vendor rule {q.ram_gib_vendor:,.2f} GiB per copy), "
+        f"disk {q.disk_gib:,.1f} GiB -> ${q.usd_month:,.0f}/month",
+        f"tasks: vectors {t.vectors_vcpu} vCPU, full-text {t.fulltext_vcpu} vCPU, API "
+        f"{t.api_vcpu} vCPU (Fargate) -> ${t.usd_month:,.0f}/month",
+        f"total: ${found.usd_month:,.0f}/month (list prices, us-east-1, on demand)",
+    ]
+    return lines + [f"note: {n}" for n in found.notes]
+
+
 def register(app: typer.Typer) -> None:
     app.command("bench-vectors")(bench_vectors)
     app.command()(bench)
@@ -344,3 +393,4 @@ def register(app: typer.Typer) -> None:
     app.command("bench-freshness")(bench_freshness)
     app.command("bench-cost")(bench_cost)
     app.command("bench-tenants")(bench_tenants)
+    app.command("plan")(plan)
