@@ -134,6 +134,8 @@ def test_promtool_checks_and_unit_tests_the_rules() -> None:
 @pytest.mark.parametrize(("alert", "before", "after"), [
     ("SidecarStreamLagHigh", "> 300", "> 3000"),
     ("SidecarTailerDown", 'up{role="tailer"} == 1', 'up{role="tailer"}'),  # up==0 no longer
+    # Without its second term a crash-looping tailer (up now and then) never alarms.
+    ("SidecarTailerDown", 'or absent(avg_over_time(up{role="tailer"}[10m]) > 0.5)', ""),
 ])
 def test_the_rule_tests_fail_on_a_changed_rule(tmp_path: Path, alert: str, before: str,
                                                after: str) -> None:

@@ -462,7 +462,7 @@ class SidecarStack(cdk.Stack):
 
     def _alarm(self, cid: str, metric: cloudwatch.IMetric, threshold: float, *,
                summary: str, runbook: str, alert: str | None, periods: int = 3,
-               below: bool = False, inclusive: bool = False,
+               datapoints: int | None = None, below: bool = False, inclusive: bool = False,
                missing: cloudwatch.TreatMissingData = cloudwatch.TreatMissingData.NOT_BREACHING,
                ) -> cloudwatch.Alarm:
         """An alarm to the topic whose description says what happened, the Prometheus alert
@@ -478,7 +478,8 @@ class SidecarStack(cdk.Stack):
             f". Runbook: {runbook}")
         alarm = cloudwatch.Alarm(
             self, cid, metric=metric, threshold=threshold, evaluation_periods=periods,
-            comparison_operator=comparison, treat_missing_data=missing,
+            datapoints_to_alarm=datapoints, comparison_operator=comparison,
+            treat_missing_data=missing,
             alarm_description=description)
         alarm.add_alarm_action(cw_actions.SnsAction(self.topic))
         alarm.add_ok_action(cw_actions.SnsAction(self.topic))
@@ -526,13 +527,14 @@ class SidecarStack(cdk.Stack):
 
     def _alarms(self) -> None:
         breaching = cloudwatch.TreatMissingData.BREACHING
-        # Liveness: a service without a running task. Missing data breaches: a service whose
-        # tasks are all gone has no count at all.
+        # Liveness: a service without a running task in 3 of 5 minutes (3 of 5, not 3 in a
+        # row: a crash-looping service has a task now and then). Missing data breaches: a
+        # service whose tasks are all gone has no count at all.
         for name in self.services:
             self._alarm(f"{name.capitalize()}TasksAlarm", self.running_tasks(name), 1,
                         summary=f"No {name} task running", alert=DOWN_ALERT[name],
-                        runbook=f"{RUNBOOKS}#a-process-is-down", periods=2, below=True,
-                        missing=breaching)
+                        runbook=f"{RUNBOOKS}#a-process-is-down", periods=5, datapoints=3,
+                        below=True, missing=breaching)
         self._alarm("ApiHealthyHostsAlarm", self.target_group.metrics.healthy_host_count(
             statistic="Minimum", period=cdk.Duration.minutes(1)), 1,
             summary="The API's load balancer has no healthy target (GET /healthz fails)",
