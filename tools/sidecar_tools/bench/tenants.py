@@ -746,7 +746,12 @@ def _storage(settings: Settings, opts: TenantOptions, run_dir: Path, index: Vect
     out: dict[str, Any] = {"opensearch": {
         "documents": docs, "store_bytes": int(prim["store"]["size_in_bytes"]),
         "store_bytes_per_message": int(prim["store"]["size_in_bytes"]) / max(docs, 1),
-        "shards": opts.shards}}
+        "shards": opts.shards,
+        # documents per primary: how unevenly the mailboxes (the whale) fill the shards
+        "primary_documents": sorted(
+            (int(row["docs"] or 0) for row in client.cat.shards(
+                index=settings.opensearch_index, format="json") if row["prirep"] == "p"),
+            reverse=True)}}
     boxes = [w.mailbox for w in work.values()]
     vectors = [v for vs in qvec.values() for v in vs[:10]]
     points = index.store.count(collection, None)
