@@ -423,6 +423,8 @@ def test_liveness_alarms_breach_when_their_data_is_missing(
     for props in running.values():
         assert props["TreatMissingData"] == "breaching"
         assert props["ComparisonOperator"] == "LessThanThreshold" and props["Threshold"] == 1
+        # 3 of 5 minutes, not 3 in a row: a crash-looping service has a task now and then.
+        assert (props["DatapointsToAlarm"], props["EvaluationPeriods"]) == (3, 5)
     healthy = [p for p in alarms.values()
                if any(m == "HealthyHostCount" for m, _ in _alarm_metrics(p))]
     assert len(healthy) == 1 and healthy[0]["TreatMissingData"] == "breaching"
