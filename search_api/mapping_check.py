@@ -11,15 +11,33 @@ operator or an alert sees it. A warning, never a failure: the older index answer
 The version comes from the index names the sidecar gives (``<alias>-v<N>``, one per mapping
 version); an index of another name behind the alias (restored from a snapshot under a new
 name, say) is reported as of unknown version instead of guessed.
+
+``/readyz`` answers without authentication and discloses nothing, so what it shows is a fixed
+sentence (:data:`MAPPING_CODES`); the line naming the alias, its indices and their versions
+goes to the API's log, once per distinct state per process (a probe every few seconds must not
+repeat it).
 """
 
 from __future__ import annotations
 
+import logging
 import re
 from dataclasses import dataclass
 
 from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
 from indexer.metrics import INDEX_MAPPING_VERSION
+
+log = logging.getLogger(__name__)
+
+# The fixed sentences /readyz shows under warnings (the detail is in the log).
+MAPPING_CODES = {
+    "behind": "the live index is on an older mapping version than this release's: what the "
+              "newer one adds is off until `sidecar reindex` (versions: "
+              "sidecar_index_mapping_version, and the API's log)",
+    "unknown": "an index behind the read alias is not named <alias>-v<N>: its mapping version "
+               "is unknown (details in the API's log)",
+}
+_logged: set[str] = set()  # the detail lines this process has logged already
 
 
 @dataclass(frozen=True)
@@ -27,7 +45,7 @@ class MappingState:
     """The read alias's members and what their names say about their mapping versions."""
 
     alias: str
-    code: int
+    code_version: int
     live: dict[str, int | None]  # index name -> its version (None: not a sidecar name)
 
     @property
@@ -36,19 +54,26 @@ class MappingState:
         known = [v for v in self.live.values() if v is not None]
         return min(known) if known else None
 
-    def warning(self) -> str | None:
-        """One line for an operator when the alias is behind the code (or cannot be told)."""
+    def code(self) -> str | None:
+        """The key of :data:`MAPPING_CODES` that applies, or None when all is current."""
+        if any(v is None for v in self.live.values()):
+            return "unknown"
+        oldest = self.oldest
+        return "behind" if oldest is not None and oldest < self.code_version else None
+
+    def detail(self) -> str | None:
+        """One line for the log, naming the alias, its indices and the versions."""
         unknown = sorted(name for name, v in self.live.items() if v is None)
         if unknown:
             return (f"the read alias {self.alias!r} holds {', '.join(unknown)}, whose mapping "
                     f"version is unknown (not named {self.alias}-v<N>); this code's is "
-                    f"v{self.code}")
+                    f"v{self.code_version}")
         oldest = self.oldest
-        if oldest is not None and oldest < self.code:
+        if oldest is not None and oldest < self.code_version:
             members = ", ".join(sorted(self.live))
             return (f"the read alias {self.alias!r} is on mapping v{oldest} ({members}); this "
-                    f"code's is v{self.code}: what v{self.code} adds is off until `sidecar "
-                    f"reindex` moves the alias (docs/operations/upgrading.md)")
+                    f"code's is v{self.code_version}: what v{self.code_version} adds is off "
+                    f"until `sidecar reindex` moves the alias (docs/operations/upgrading.md)")
         return None
 
 
@@ -71,6 +96,14 @@ def check(index: OpenSearchIndex, code: int = MAPPING_VERSION) -> MappingState:
 
 
 def mapping_warning(index: OpenSearchIndex, code: int = MAPPING_VERSION) -> str | None:
-    """What ``/readyz`` adds under ``warnings``: None when the live index is the code's
-    version (or there is no index yet, which readyz reports otherwise), else one line."""
-    return check(index, code).warning()
+    """What ``/readyz`` adds under ``warnings["mapping"]``: None when the live index is on the
+    code's version (or there is no index yet, which readyz reports otherwise), else a fixed
+    sentence of :data:`MAPPING_CODES`; the detail is logged once per distinct state."""
+    state = check(index, code)
+    key, detail = state.code(), state.detail()
+    if key is None:
+        return None
+    if detail is not None and detail not in _logged:
+        _logged.add(detail)
+        log.warning("mapping check: %s", detail)
+    return MAPPING_CODES[key]
