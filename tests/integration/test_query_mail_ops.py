@@ -106,17 +106,20 @@ def test_similar_terms_are_chosen_by_counts_within_the_mailbox() -> None:
     from search_api.query import more_like_this as mlt
 
     tf = {("clean", "common"): 5, ("clean", "rare"): 2, ("clean", "alone"): 9,
-          ("subject", "rare"): 1}
+          ("clean", "absent"): 1, ("subject", "rare"): 1}
     chosen = mlt.candidates(tf)
-    assert chosen[0] == ("clean", "alone") and len(chosen) == 4
+    assert chosen[:2] == [("clean", "alone"), ("clean", "common")] and len(chosen) == 5
+    assert chosen[-1] == ("subject", "rare")  # a queue per field, as more_like_this keeps
     counts = {"hits": {"total": {"value": 100}}, "aggregations": {"df": {"buckets": {
-        f"t{i}": {"doc_count": {"alone": 1, "common": 90, "rare": 3}[term]}
+        f"t{i}": {"doc_count": {"alone": 1, "common": 90, "rare": 3, "absent": 0}[term]}
         for i, (_, term) in enumerate(chosen)}}}}
     best = mlt.best_terms(tf, chosen, counts)
-    # "alone" is only in the liked message (count 1): it can match nothing else.
-    assert ("clean", "alone") not in best
-    assert best[0] == ("clean", "rare") and best[-1] == ("clean", "common")
-    assert mlt.candidates(tf, limit=2) == [("clean", "alone"), ("clean", "common")]
+    # tf x classic idf of the mailbox's own counts; a term it lacks is never asked for
+    assert best == [("clean", "alone"), ("clean", "rare"), ("clean", "common"),
+                    ("subject", "rare")]
+    assert mlt.best_terms(tf, chosen, counts, limit=1) == [("clean", "alone"),
+                                                           ("subject", "rare")]
+    assert mlt.candidates(tf, limit=1) == [("clean", "alone"), ("subject", "rare")]
 
 
 def test_a_liked_analyzer_reads_only_the_source_s_body() -> None:

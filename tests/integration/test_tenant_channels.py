@@ -29,6 +29,7 @@ from indexer.core.plan import MessageRef
 from search_api.query.opensearch import MAILBOX_FIELD
 from tests.api_fixtures import TOKEN_A, Api, mail, start_api
 from tests.conftest import CORPORA, namespaced
+from tests.conftest import _drop_indices as drop_indices
 from tests.mail_helpers import corpus
 from tests.tenant_load import load_mailbox
 
@@ -50,6 +51,7 @@ def api(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Api]:
     tmp = tmp_path_factory.mktemp("tenant-channels")
     settings = namespaced("chan", tmp, unique)
     yield from start_api(settings, tmp, f"x-{unique}", f"y-{unique}")
+    drop_indices(settings, settings.opensearch_index)  # ~13 MB: the node's heap is shared
 
 
 def _keys(response: Any) -> list[str]:
