@@ -272,6 +272,12 @@ class Settings(BaseSettings):
         "sentence-transformers (the [torch] extra: GPUs, bfloat16, models without an ONNX "
         "graph). Same vectors, so no reindex.",
     )
+    embed_precision: Literal["int8", "float32"] = Field(
+        default="float32",
+        description="onnx runtime: int8 = the int8 graph quantized from the same weights at "
+        "export (docs/encoder.md); named in the collection (-int8), so a change is a "
+        "`sidecar reindex --vectors`.",
+    )
     embed_onnx_dir: Path | None = Field(
         default=None,
         description="Where the exported ONNX graphs are (`sidecar export-onnx`); unset = "

@@ -14,15 +14,24 @@ natively (AVX512-BF16 or AMX), float32 elsewhere (emulated bfloat16 would be slo
 linux-mips texts bfloat16 was ~1.8x faster with every vector within cosine 0.9999 of float32
 (docs/results/runs/2026-11-30-encoders-bf16.md); vectors are re-normalised in float32 either way, so
 a collection may mix vectors of both precisions. The onnx runtime runs float32 (``auto`` is
-float32 there).
+float32 there) or, with ``SIDECAR_EMBED_PRECISION=int8``, the int8 graph made from the same
+weights (:func:`indexer.adapters.onnx_export.quantize`). int8 vectors are *not* interchangeable
+with float32 ones: the precision is part of the encoder's spec (``<model>#int8``) and of the
+collection's name (``-int8``), so switching is a ``sidecar reindex --vectors``.
+
+Queries have a session of their own (:meth:`Embedder.embed_query`): a small ONNX Runtime
+session with few threads, beside the documents' one in the same process, and a document
+encoding yields between its batches while a query is being encoded, so a search never queues
+behind a batch of mail (the API and a vectors worker share one process in the Edge layout).
 """
 
 from __future__ import annotations
 
 import importlib.util
 import os
+import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -37,6 +46,8 @@ from indexer.adapters.model_files import (
     ModelInfo,
     model_catalog,
     model_info,
+    split_precision,
+    with_precision,
 )
 from indexer.metrics import EMBED_BATCH, EMBED_SECONDS, EMBEDDED_TEXTS
 from indexer.settings import Settings
@@ -44,7 +55,7 @@ from indexer.settings import Settings
 __all__ = [
     "DIMENSION", "DTYPES", "MODEL_SLUG", "Embedder", "ModelError", "ModelInfo", "build_embedder",
     "encoder_problem", "model_catalog", "model_info", "native_bf16", "onnx_graph",
-    "resolve_dtype",
+    "resolve_dtype", "with_precision",
 ]
 DTYPES = ("auto", "float32", "bfloat16")
 RUNTIMES = ("onnx", "torch")
@@ -102,12 +113,22 @@ class _TorchEncoder:
 
 def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = False) -> Path:
     """The ONNX graph of model ``spec``'s weights, exported first if missing (or ``force``)
-    where this environment can (torch: the dev environment, the image's build stage)."""
+    where this environment can (torch: the dev environment, the image's build stage). A
+    ``#int8`` spec: the int8 graph, quantized from the float32 one (exported first if
+    needed) where ``onnx`` is installed, and cached beside it, so it is made once."""
     from indexer.adapters import onnx_export
     from indexer.adapters.onnx_encoder import graph_path, layout
 
     info = model_info(spec)
-    graph = graph_path(info, onnx_dir)
+    base = split_precision(spec)[0]
+    graph = graph_path(info, onnx_dir, info.precision)
+    if info.precision == "int8":
+        if (force or not graph.is_file()) and onnx_export.can_quantize():
+            fp32 = onnx_graph(base, onnx_dir, force=force)
+            if fp32.is_file():
+                onnx_export.quantize(fp32, layout(info).transformer,
+                                     info.max_seq_length or 512, graph)
+        return graph
     if (force or not graph.is_file()) and onnx_export.can_export():
         onnx_export.export(layout(info).transformer, info.max_seq_length or 512, graph)
     return graph
@@ -134,10 +155,19 @@ def encoder_problem(runtime: str, spec: str, onnx_dir: Path | None) -> str | Non
     from indexer.adapters.onnx_encoder import OnnxUnsupported, graph_path
 
     try:
-        graph = graph_path(model_info(spec), onnx_dir)
+        info = model_info(spec)
+        graph = graph_path(info, onnx_dir, info.precision)
+        fp32 = graph_path(model_info(split_precision(spec)[0]), onnx_dir)
     except (ModelError, OnnxUnsupported) as exc:
         return f"{exc} (SIDECAR_EMBED_RUNTIME=torch runs any sentence-transformers model)"
-    if graph.is_file() or onnx_export.can_export():
+    if graph.is_file():
+        return None
+    if info.precision == "int8":
+        if onnx_export.can_quantize() and (fp32.is_file() or onnx_export.can_export()):
+            return None
+        return (f"no int8 ONNX graph {graph}: run `sidecar export-onnx` where the [torch] "
+                "extra is installed and copy it there, or SIDECAR_EMBED_PRECISION=float32")
+    if onnx_export.can_export():
         return None
     return (f"no ONNX graph {graph}: run `sidecar export-onnx` where the [torch] extra is "
             "installed and copy it there (SIDECAR_EMBED_ONNX_DIR), or SIDECAR_EMBED_RUNTIME=torch")
@@ -146,7 +176,8 @@ def encoder_problem(runtime: str, spec: str, onnx_dir: Path | None) -> str | Non
 class Embedder:
     """Batch encoder with normalised output (cosine = dot product), on either runtime: ONNX
     Runtime (the default: no torch) or sentence-transformers on torch. Both give the same
-    vectors (tests/integration/test_embed_runtimes.py), so collections do not tell them apart."""
+    float32 vectors (tests/integration/test_embed_runtimes.py), so collections do not tell the
+    runtimes apart; they do tell the precisions apart (``model`` ending in ``#int8``)."""
 
     def __init__(
         self,
@@ -159,22 +190,44 @@ class Embedder:
         model: str = "",
         runtime: str = "onnx",
         onnx_dir: Path | None = None,
+        query_threads: int = 1,
     ) -> None:
         self.info = model_info(model)
         self.runtime = runtime
+        self.precision = self.info.precision
         self._encoder: _TorchEncoder | Any
+        self._query_encoder: _TorchEncoder | Any
+        # queries being encoded now: a document encoding waits for none before each batch
+        self._queries = 0
+        self._queries_done = threading.Condition()
+        self._query_lock = threading.Lock()
         if runtime == "torch":
+            if self.precision != "float32":
+                raise ModelError("int8 vectors come from the onnx runtime's int8 graph: "
+                                 "SIDECAR_EMBED_PRECISION=float32 with SIDECAR_EMBED_RUNTIME=torch")
             self._encoder = _TorchEncoder(self.info, max_tokens=max_tokens, threads=threads,
                                           batch_size=batch_size, dtype=dtype, device=device)
+            self._query_encoder = self._encoder
         elif runtime == "onnx":
             from indexer.adapters.onnx_encoder import OnnxEncoder
 
             if device != "cpu" or dtype == "bfloat16":
                 raise ModelError(f"the onnx runtime runs float32 on the CPU: device={device} "
                                  f"dtype={dtype} needs SIDECAR_EMBED_RUNTIME=torch")
+            graph = onnx_graph(model, onnx_dir)
             self._encoder = OnnxEncoder(
-                self.info, onnx_graph(model, onnx_dir), max_tokens=max_tokens, threads=threads,
-                batch_size=batch_size)
+                self.info, graph, max_tokens=max_tokens, threads=threads,
+                batch_size=batch_size, precision=self.precision)
+            # the queries' own session: few threads, small batches (the API's micro-batches);
+            # made on the first query (a vectors worker never needs it)
+            self._query_encoder = None
+
+            def make_query_encoder() -> Any:
+                return OnnxEncoder(self.info, graph, max_tokens=max_tokens,
+                                   threads=min(query_threads, threads),
+                                   batch_size=min(batch_size, 32), precision=self.precision)
+
+            self._make_query_encoder: Callable[[], Any] = make_query_encoder
         else:
             raise ModelError(f"embed runtime must be onnx or torch, not {runtime!r}")
         self.dtype: str = self._encoder.dtype
@@ -184,18 +237,56 @@ class Embedder:
         self.dimension = int(self._encoder.dimension)
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
-        """Document vectors (the model's document/passage prompt, when it defines one)."""
-        return self._encode(texts, self.info.document_prompt)
+        """Document vectors (the model's document/passage prompt, when it defines one), one
+        batch at a time, each started only when no query is being encoded."""
+        # longest first across the whole call, so each batch holds texts of like length
+        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        rows: list[list[float]] = [[] for _ in texts]
+        for start in range(0, len(texts), self.batch_size):
+            chunk = order[start : start + self.batch_size]
+            self._wait_for_queries()
+            vectors = self._encode(self._encoder, [texts[i] for i in chunk],
+                                   self.info.document_prompt)
+            for i, vector in zip(chunk, vectors, strict=True):
+                rows[i] = vector
+        return rows
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
-        """Query vectors (the model's query prompt, when it defines one)."""
-        return self._encode(texts, self.info.query_prompt)
+        """Query vectors (the model's query prompt, when it defines one), on the queries' own
+        session: a document batch being encoded holds no lock or thread a query needs."""
+        with self._queries_done:
+            self._queries += 1
+        try:
+            return self._encode(self.query_encoder(), texts, self.info.query_prompt)
+        finally:
+            with self._queries_done:
+                self._queries -= 1
+                self._queries_done.notify_all()
 
-    def _encode(self, texts: Sequence[str], prompt: str | None) -> list[list[float]]:
+    def query_encoder(self) -> Any:
+        """The queries' encoder: its own ONNX Runtime session (the torch runtime: the one
+        model, which sentence-transformers does not split)."""
+        with self._query_lock:
+            if self._query_encoder is None:
+                self._query_encoder = self._make_query_encoder()
+            return self._query_encoder
+
+    def document_encoder(self) -> Any:
+        """The documents' encoder (its session has ``SIDECAR_EMBED_THREADS`` threads)."""
+        return self._encoder
+
+    def _wait_for_queries(self, timeout_s: float = 1.0) -> None:
+        """Let the queries being encoded finish first (bounded: documents are never starved
+        by a stream of queries for more than ``timeout_s`` per batch)."""
+        with self._queries_done:
+            self._queries_done.wait_for(lambda: self._queries == 0, timeout=timeout_s)
+
+    def _encode(self, encoder: Any, texts: Sequence[str], prompt: str | None
+                ) -> list[list[float]]:
         if not texts:
             return []
         started = time.perf_counter()
-        vectors = np.asarray(self._encoder.encode(list(texts), prompt), dtype=np.float32)
+        vectors = np.asarray(encoder.encode(list(texts), prompt), dtype=np.float32)
         vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
         EMBED_SECONDS.observe(time.perf_counter() - started)
         EMBED_BATCH.observe(len(texts))
@@ -208,9 +299,12 @@ def build_embedder(
 ) -> Embedder:
     """The one Embedder factory: this process's encoder, loaded once per (model, truncation):
     a vectors reindex's target may embed with another model or ``max_tokens``, and searches
-    embed with the model of the collection they read while a change of model runs."""
+    embed with the model of the collection they read while a change of model runs. ``model``
+    None: the configured model at ``SIDECAR_EMBED_PRECISION``; else a spec of the catalog,
+    which carries its precision (the collection's)."""
     return cached_embedder(
-        settings.embed_model if model is None else model,
+        with_precision(settings.embed_model, settings.embed_precision) if model is None
+        else model,
         settings.embed_max_tokens if max_tokens is None else max_tokens,
         settings.embed_threads,
         settings.embed_batch_size,

@@ -15,7 +15,7 @@ from indexer.adapters import aws
 from indexer.adapters.broker import redis_client
 from indexer.adapters.dlq import dead_letters
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import Embedder, build_embedder, model_info
+from indexer.adapters.embedder import Embedder, build_embedder, model_info, with_precision
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.qdrant import VectorIndex, build_store
@@ -69,7 +69,8 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
 
 @_BuiltOnce
 def vector_index(settings: Settings) -> VectorIndex:
-    model = model_info(settings.embed_model)
+    # the configured encoder, its precision included: an int8 one names its own collections
+    model = model_info(with_precision(settings.embed_model, settings.embed_precision))
     index = VectorIndex(
         build_store(settings),
         settings.qdrant_collection,

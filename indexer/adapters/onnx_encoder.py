@@ -135,10 +135,43 @@ def default_onnx_dir() -> Path:
     return Path(cache) / "mail-search-sidecar" / "onnx"
 
 
-def graph_path(info: ModelInfo, onnx_dir: Path | None) -> Path:
-    """Where the graph of ``info``'s weights is (or is to be exported to)."""
+def graph_path(info: ModelInfo, onnx_dir: Path | None, precision: str = "float32") -> Path:
+    """Where the graph of ``info``'s weights is (or is to be exported to). The int8 graph is
+    cached beside the float32 one it is made from, named by the same fingerprint and the
+    quantization recipe (:data:`indexer.adapters.onnx_export.QUANT_RECIPE`): it is made once
+    per machine and recipe (tests and workers reuse it), and a changed recipe is a new file."""
+    from indexer.adapters.onnx_export import QUANT_RECIPE
+
     found = layout(info)
-    return (onnx_dir or default_onnx_dir()) / f"{info.slug}-{fingerprint(found.transformer)}.onnx"
+    stem = f"{info.base_slug}-{fingerprint(found.transformer)}"
+    if precision == "int8":
+        stem = f"{stem}-int8-{QUANT_RECIPE}"
+    elif precision != "float32":
+        raise ValueError(f"embed precision must be int8 or float32, not {precision!r}")
+    return (onnx_dir or default_onnx_dir()) / f"{stem}.onnx"
+
+
+def kernel_path(cpuinfo: str | None = None) -> str:
+    """Which integer kernels ONNX Runtime (MLAS) runs int8 MatMuls with on this CPU, from the
+    ``flags`` of ``/proc/cpuinfo``: ``avx512-vnni`` or ``avx-vnni`` (one instruction per int8
+    dot product: ~4x float32's arithmetic rate), ``avx2`` (u8s8 through 16-bit adds, ~2x), or
+    ``other``. Reported by the bench and logged by the encoder: the speed-up to expect of the
+    int8 graph depends on it (the vectors do not: the graph is the same everywhere)."""
+    if cpuinfo is None:
+        try:
+            cpuinfo = Path("/proc/cpuinfo").read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return "other"
+    flags: set[str] = set()
+    for line in cpuinfo.splitlines():
+        if line.startswith("flags"):
+            flags.update(line.split(":", 1)[-1].split())
+            break
+    if "avx512_vnni" in flags:
+        return "avx512-vnni"
+    if "avx_vnni" in flags:
+        return "avx-vnni"
+    return "avx2" if "avx2" in flags else "other"
 
 
 def pool(hidden: Any, mask: Any, modes: tuple[str, ...]) -> Any:
@@ -162,10 +195,9 @@ class OnnxEncoder:
     """Tokenize with the model's tokenizer.json, run the graph, pool: unnormalised vectors
     (the Embedder normalises every runtime's output the same way)."""
 
-    dtype = "float32"  # the exported graph's precision
-
     def __init__(
-        self, info: ModelInfo, graph: Path, *, max_tokens: int, threads: int, batch_size: int
+        self, info: ModelInfo, graph: Path, *, max_tokens: int, threads: int, batch_size: int,
+        precision: str = "float32",
     ) -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
@@ -174,6 +206,7 @@ class OnnxEncoder:
             raise GraphMissing(str(graph))
         found = layout(info)
         self.pooling = found.pooling
+        self.dtype = precision  # the graph's precision (float32, or the int8 graph's)
         self.max_tokens = min(max_tokens, info.max_seq_length or max_tokens)
         self.batch_size = batch_size
         self._tokenizer = Tokenizer.from_file(str(found.transformer / "tokenizer.json"))
@@ -181,10 +214,9 @@ class OnnxEncoder:
         # tokenizer.json may fix its own truncation/padding (MiniLM's: 128, padded to 128):
         # sentence-transformers overrides both, so does this.
         self._tokenizer.enable_truncation(max_length=self.max_tokens)
-        self._tokenizer.enable_padding(
-            pad_id=int(pad.get("pad_id", 0)), pad_type_id=int(pad.get("pad_type_id", 0)),
-            pad_token=str(pad.get("pad_token", "[PAD]")),
-        )
+        # padding is done per batch here (:meth:`encode`), to the batch's longest text
+        self._tokenizer.no_padding()
+        self._pad_id, self._pad_type = int(pad.get("pad_id", 0)), int(pad.get("pad_type_id", 0))
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         self._session = ort.InferenceSession(
@@ -194,21 +226,26 @@ class OnnxEncoder:
         self.dimension = int(self.encode(["dimension probe"], None).shape[1])
 
     def encode(self, texts: list[str], prompt: str | None) -> Any:
-        """(n, dimension) float32 pooled vectors of ``texts`` (prompt prepended, if any),
-        batched longest first as sentence-transformers does: texts of like length share a
-        batch, so little of it is padding (a vector does not depend on its batch)."""
-        order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
+        """(n, dimension) float32 pooled vectors of ``texts`` (prompt prepended, if any), in
+        length buckets: every text is tokenized first, then batches are cut from the texts
+        sorted by token count (longest first) and padded only to their own longest, so short
+        texts never pay for a long one's padding. A float32 vector does not depend on its
+        batch; the int8 graph's scales activations per batch, which the gates measure."""
+        encoded = self._tokenizer.encode_batch([f"{prompt}{t}" for t in texts] if prompt
+                                               else list(texts))
+        order = sorted(range(len(texts)), key=lambda i: -len(encoded[i].ids))
         rows = []
         for start in range(0, len(texts), self.batch_size):
-            chunk = [texts[i] for i in order[start : start + self.batch_size]]
-            batch = self._tokenizer.encode_batch([f"{prompt}{t}" for t in chunk] if prompt
-                                                 else chunk)
-            mask = np.asarray([e.attention_mask for e in batch], dtype=np.int64)
-            given = {
-                "input_ids": np.asarray([e.ids for e in batch], dtype=np.int64),
-                "attention_mask": mask,
-                "token_type_ids": np.asarray([e.type_ids for e in batch], dtype=np.int64),
-            }
+            chunk = [encoded[i] for i in order[start : start + self.batch_size]]
+            width = max(len(e.ids) for e in chunk)
+            shape = (len(chunk), width)
+            ids = np.full(shape, self._pad_id, dtype=np.int64)
+            types = np.full(shape, self._pad_type, dtype=np.int64)
+            mask = np.zeros(shape, dtype=np.int64)
+            for row, e in enumerate(chunk):
+                n = len(e.ids)
+                ids[row, :n], types[row, :n], mask[row, :n] = e.ids, e.type_ids, 1
+            given = {"input_ids": ids, "attention_mask": mask, "token_type_ids": types}
             hidden = self._session.run(None, {name: given[name] for name in self._inputs})[0]
             rows.append(pool(hidden, mask, self.pooling))
         pooled = np.concatenate(rows)

@@ -3,8 +3,11 @@
 Like the full-text index (see :mod:`indexer.ops.reindex`), two Qdrant aliases describe the
 state: ``<prefix>-vectors`` (searches) and ``<prefix>-vectors-write`` (the collection a
 reindex is building, or the previous one kept for rollback). A collection's name says which
-encoder filled it, ``<prefix>-<model>[-t<N>][-<recipe>]``: ``<model>`` is the slug of the
-model (``SIDECAR_EMBED_MODEL``, or one of ``SIDECAR_EMBED_MODELS`` during a change of model);
+encoder filled it, ``<prefix>-<model>[-int8][-t<N>][-<recipe>]``: ``<model>`` is the slug of the
+model (``SIDECAR_EMBED_MODEL``, or one of ``SIDECAR_EMBED_MODELS`` during a change of model),
+``-int8`` its int8 graph (``SIDECAR_EMBED_PRECISION=int8``: the encoder's slug carries it, see
+:func:`indexer.adapters.model_files.with_precision`; no suffix is float32, as every collection
+made before int8 existed);
 no ``-t<N>`` means the configured truncation (``SIDECAR_EMBED_MAX_TOKENS``), ``-t<N>``
 truncates at N tokens; ``<recipe>`` names the embedded text (:mod:`indexer.core.recipes`),
 left out for ``forai`` — so the collections made before recipes existed, which embedded
@@ -26,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
+from indexer.adapters.model_files import INT8_SUFFIX
 from indexer.core.recipes import RECIPES, UNNAMED_RECIPE, Recipe, collection_name, recipe
 
 if TYPE_CHECKING:
@@ -43,6 +47,13 @@ class Encoder(NamedTuple):
     slug: str
     tokens: int
     recipe: Recipe
+
+    @property
+    def precision(self) -> str:
+        """int8 or float32: which graph of the model filled the collection. A worker embeds a
+        target at this precision whatever its own SIDECAR_EMBED_PRECISION, so a collection
+        never holds both (switching is a reindex to the other collection)."""
+        return "int8" if self.slug.endswith(INT8_SUFFIX) else "float32"
 
 
 @dataclass(frozen=True)

@@ -27,8 +27,9 @@ def export_onnx(
     ] = None,
     force: Annotated[bool, typer.Option(help="Export again even if the graph is there.")] = False,
 ) -> None:
-    """Export each model's ONNX graph (named by a hash of its weights) and print its path."""
-    from indexer.adapters.embedder import onnx_graph
+    """Export each model's ONNX graph (named by a hash of its weights) and its int8 graph
+    (quantized from it: SIDECAR_EMBED_PRECISION=int8), and print their paths."""
+    from indexer.adapters.embedder import onnx_graph, with_precision
     from indexer.adapters.onnx_export import NEEDS, can_export
     from indexer.settings import get_settings
 
@@ -40,6 +41,8 @@ def export_onnx(
     specs = models or list(dict.fromkeys((settings.embed_model, *settings.embed_models)))
     for spec in specs:
         typer.echo(onnx_graph(spec, out or settings.embed_onnx_dir, force=force))
+        typer.echo(onnx_graph(with_precision(spec, "int8"), out or settings.embed_onnx_dir,
+                              force=force))
 
 
 def register(app: typer.Typer) -> None:
