@@ -852,3 +852,39 @@ def summary(result: Mapping[str, Any]) -> list[str]:
                      "B/message (primaries)")
     return lines
 
+
+
+def markdown(result: Mapping[str, Any]) -> str:
+    """The run's tables as the results page shows them (latency per mode x class, storage)."""
+    rows = ["| mode | class (messages) | p50 | p95 | p99 (1 client) | req/s (8 clients) | "
+            "CPU ms/request | one shard |", "|---|---|---:|---:|---:|---:|---:|---|"]
+    sizes = result.get("mailbox_sizes", {})
+    for mode in MODES:
+        for cls in CLASSES:
+            key = f"{mode}/{cls}"
+            lat = result.get("latency", {}).get(key)
+            shard = result.get("shards", {}).get(key, {})
+            fraction = shard.get("one_shard_fraction")
+            where = ("n/a (Qdrant only)" if fraction is None
+                     else f"{fraction:.2f} of {shard.get('opensearch_searches')}")
+            if lat is None:
+                rows.append(f"| {mode} | {cls} ({sizes.get(cls)}) | – | – | – | – | – | {where} |")
+                continue
+            one, many = lat["one_client"], lat["many_clients"]
+            cpu = sum(lat["cpu_s_per_request"].values()) * 1000
+            rows.append(f"| {mode} | {cls} ({sizes.get(cls):,}) | {one['p50_ms']:.1f} | "
+                        f"{one['p95_ms']:.1f} | {one['p99_ms']:.1f} | {many['rps']:.1f} | "
+                        f"{cpu:.0f} | {where} |")
+    rows += ["", "| layout | points | RSS B/point | disk B/point | recall@10 whale / mid / small "
+             "| build s |", "|---|---:|---:|---:|---|---:|"]
+    recalls = {"int8": result.get("recall", {}).get("int8", {}),
+               "float32": result.get("recall_float32", {})}
+    for layout, found in result.get("qdrant", {}).items():
+        rec = " / ".join(f"{recalls[layout][c]['recall_at_10']:.3f}" for c in CLASSES
+                         if c in recalls.get(layout, {}))
+        build_s = found.get("build_s", result.get("build", {}).get("vectors_upsert_s", 0)
+                            + result.get("build", {}).get("vectors_settle_s", 0))
+        rows.append(f"| {layout} | {found.get('points', 0):,} | "
+                    f"{found['rss_bytes_per_point']:,.0f} | {found['disk_bytes_per_point']:,.0f} "
+                    f"| {rec} | {build_s:.1f} |")
+    return "\n".join(rows)
