@@ -172,18 +172,50 @@ def model_info(spec: str = "") -> ModelInfo:
     )
 
 
-def model_catalog(configured: str, others: Iterable[str] = ()) -> dict[str, ModelInfo]:
-    """Every encoder this process may embed with, by slug: the configured one first, then
-    ``SIDECAR_EMBED_MODELS`` (the other model of a running change of model), then each at the
-    other precision: a collection is always written and searched with the precision its
-    name says, so a change of precision is a reindex (never a mix of both in one)."""
-    catalog: dict[str, ModelInfo] = {}
-    specs = (configured, *others)
-    other_precision = [with_precision(s, "float32" if split_precision(s)[1] == "int8" else "int8")
-                       for s in specs]
-    for spec in (*specs, *other_precision):
+class Catalog(dict[str, ModelInfo]):
+    """The encoders of a process by slug. Lists the models as configured; each one's other
+    precision is found too (``catalog["<slug>-int8"]``, ``"<slug>-int8" in catalog``), so a
+    collection is always written and searched at the precision its name says, whatever this
+    process's ``SIDECAR_EMBED_PRECISION``: a change of precision is a reindex, never a mix."""
+
+    def _other(self, slug: str) -> ModelInfo | None:
+        base = slug.removesuffix(INT8_SUFFIX)
+        for info in list(dict.values(self)):
+            if info.base_slug == base:
+                return model_info(with_precision(
+                    info.spec, "int8" if slug.endswith(INT8_SUFFIX) else "float32"))
+        return None
+
+    def __missing__(self, slug: str) -> ModelInfo:
+        found = self._other(slug)
+        if found is None:
+            raise KeyError(slug)
+        return found
+
+    def __contains__(self, slug: object) -> bool:
+        return dict.__contains__(self, slug) or (
+            isinstance(slug, str) and self._other(slug) is not None)
+
+    def slugs(self) -> list[str]:
+        """Every slug this catalog resolves: each model at both precisions."""
+        found = list(self)
+        for slug in list(self):
+            other = self._other(f"{slug}{INT8_SUFFIX}" if not slug.endswith(INT8_SUFFIX)
+                                else slug.removesuffix(INT8_SUFFIX))
+            if other is not None and other.slug not in found:
+                found.append(other.slug)
+        return found
+
+
+def model_catalog(configured: str, others: Iterable[str] = ()) -> Catalog:
+    """Every model this process may embed with, by slug: the configured one first, then
+    ``SIDECAR_EMBED_MODELS`` (the other model of a running change of model); each also at
+    its other precision (:class:`Catalog`)."""
+    catalog = Catalog()
+    for spec in (configured, *others):
         info = model_info(spec)
         if info.slug in catalog and catalog[info.slug].path != info.path:
             raise ModelError(f"two models share the collection name {info.slug!r}")
-        catalog.setdefault(info.slug, info)
+        if not dict.__contains__(catalog, info.slug):
+            catalog[info.slug] = info
     return catalog

@@ -107,7 +107,11 @@ class VectorTargets:
 
     def encoder_of(self, collection: str) -> Encoder:
         """The encoder of ``collection`` (see :func:`collection_name`)."""
-        for slug in sorted(self.slugs, key=len, reverse=True):
+        # each model at both precisions: a collection is embedded at the one its name says
+        both = {s for slug in self.slugs
+                for s in (slug.removesuffix(INT8_SUFFIX), f"{slug.removesuffix(INT8_SUFFIX)}"
+                          f"{INT8_SUFFIX}")}
+        for slug in sorted(both, key=len, reverse=True):
             base = f"{self._prefix}-{slug}"
             if not collection.startswith(base):
                 continue

@@ -80,8 +80,9 @@ def bench_encoders(
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
     workdir: Annotated[Path, typer.Option(help="Cache (ONNX graphs).")] = Path(".sidecar/bench"),
 ) -> None:
-    """Torch vs shorter max sequence vs ONNX Runtime (fp32, int8) on the corpus's forai texts,
-    with the quality gates (cosine >= 0.99 per text, same-thread recall@10 within 1 point)."""
+    """The float32 ONNX encoder vs its int8 graph (and both at 128 tokens) on the corpus's
+    forai texts, interleaved, with the retrieval gates of docs/encoder.md (recall@10, top-10
+    overlap, per-text cosine floor, speed by the CPU's kernel path)."""
     from sidecar_tools.bench import encoders
     from sidecar_tools.bench.corpus import default_corpus, select
     from sidecar_tools.bench.dataset import messages_of
@@ -97,21 +98,14 @@ def bench_encoders(
         settings.embed_max_tokens,
         settings.embed_threads,
         settings.embed_batch_size,
-        workdir / "onnx",
+        settings.embed_onnx_dir,
     )
     console.print(f"encoding {len(texts)} texts with {len(found)} variants, interleaved")
     encoders.measure(found, texts, settings.batch_messages)
     rows = encoders.compare(found, threads)
     if json_out is not None:
         json_out.write_text(json.dumps(rows, indent=2) + "\n", encoding="utf-8")
-    print("| variant | texts/s | speedup | min cosine | p1 cosine | recall@10 | passes |")
-    print("|---|---:|---:|---:|---:|---:|---|")
-    for r in rows:
-        print(
-            f"| {r['variant']} | {r['texts_per_s']:.1f} | {r['speedup']:.2f} | "
-            f"{r['min_cosine']:.4f} | {r['p1_cosine']:.4f} | {r['recall_at_10']:.3f} | "
-            f"{'yes' if r['passes'] else 'no'} |"
-        )
+    print(encoders.markdown(rows))
 
 
 def bench_scale(
