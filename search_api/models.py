@@ -141,6 +141,12 @@ class Readiness(BaseModel):
     ready: bool
     failing: list[str] = Field(description="Components that did not answer.")
     skipped: list[str] = Field(description="Components this replica does not use.")
+    serving: list[str] = Field(
+        default_factory=list,
+        description="Kinds of search this replica can serve now (`fulltext`: OpenSearch and "
+        "the table; `semantic`: Qdrant, the model and the table; hybrid and similar need "
+        "both); "
+        "the answer is 503 only when this is empty.")
     errors: dict[str, str] = omittable(
         "A fixed code per failing component (a missing table, credentials the engine "
         "refused, the model loading, no answer): never the engine's own message, which names "

@@ -99,7 +99,8 @@ def healthz() -> dict[str, str]:
     },
 )
 def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
-    """Readiness: every engine this replica uses answers, and the model has loaded.
+    """Readiness: which kinds of search this replica can serve (``serving``; 503 when none),
+    and whether every engine it uses answers and the model has loaded (``ready``).
 
     Served on the public port without authentication, so it discloses nothing: each failing
     component gets a fixed code (:data:`READY_CODES`); what exactly failed — the engine's
@@ -124,13 +125,28 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
             errors[name] = ready_code(name, exc)
             log.warning("readyz: %s failing (%s): %s", name, errors[name], exc)
         COMPONENT_READY.labels(component=name).set(0 if name in errors else 1)
-    if failing:
+    serving = [mode for mode, needs in MODE_NEEDS.items()
+               if all(n not in failing and (n in checks or n == "model") for n in needs)
+               and (mode == "fulltext" or b.serves_vectors)]
+    if not serving:
         response.status_code = 503
         response.headers["Retry-After"] = "5"
-    body: dict[str, Any] = {"ready": not failing, "failing": failing, "skipped": skipped}
+    body: dict[str, Any] = {"ready": not failing, "failing": failing, "skipped": skipped,
+                            "serving": serving}
     if errors:
         body["errors"] = errors
     return body
+
+
+# What each kind of search needs (every hit is joined to its row in the table). /readyz
+# answers 503 only when no kind can be served: a load balancer or a Kubernetes readiness probe
+# then takes this replica out, and keeps it while one engine is down and another still
+# answers (an OpenSearch outage leaves semantic search; ECS and a target group of pods would
+# otherwise drain every replica at once). `ready` is whether everything answers.
+MODE_NEEDS: dict[str, tuple[str, ...]] = {
+    "fulltext": ("opensearch", "dynamodb"),
+    "semantic": ("qdrant", "model", "dynamodb"),
+}
 
 
 # The fixed codes /readyz shows for a failing component (the detail is in the log).

@@ -59,7 +59,8 @@ def test_serve_waits_for_the_model_and_survives_a_dead_broker(
     try:
         readiness = _readiness_until_ready(url)
         assert readiness[-1] == (200, [])
-        assert all(failing == ["model"] for status, failing in readiness[:-1]), readiness
+        assert all(failing == ["model"] and status == 200
+                   for status, failing in readiness[:-1]), readiness
 
         headers = {"Authorization": f"Bearer {TOKEN_A}"}
         search = f"{url}/v1/mailboxes/{MAILBOX}/search"
@@ -87,7 +88,9 @@ def _readiness_until_ready(url: str) -> list[tuple[int, list[str]]]:
         except httpx.HTTPError:
             return False
         seen.append((answer.status_code, answer.json()["failing"]))
-        return answer.status_code == 200
+        # full text is served while the model loads (200, serving ["fulltext"]); ready
+        # once everything answers
+        return bool(answer.json()["ready"])
 
     wait_for(ready, timeout=180, message=lambda: f"never ready: {seen[-3:]}")
     return seen
