@@ -82,6 +82,9 @@ class JsonProgress(Progress):
         """One line per task: done/total, the recent rate (rich's estimate over its last 30 s,
         else the average since the task began), the ETA where the total is known."""
         elapsed = time.monotonic() - self._began
+        if not self.tasks:  # nothing counted yet (an export being made): still alive
+            log.info("%s running", self._command, extra={
+                "command": self._command, "elapsed_s": round(elapsed, 1), "final": final})
         for task in self.tasks:
             total, done = task.total, task.completed
             speed = task.finished_speed if task.finished else task.speed
