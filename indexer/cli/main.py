@@ -140,12 +140,13 @@ for plugin in entry_points(group=PLUGIN_GROUP):
 # `sidecar --help` in panels, the production roles first (typer lists panels in the order of
 # their first command, and commands in the order registered).
 RUN, OPERATE, LOCAL, BENCH = ("Run (production roles)", "Operate", "Local stack and tools",
-                              "Benchmarks and quality")
+                              "Benchmarks, quality and capacity")
 PANELS: dict[str, tuple[str, ...]] = {
     RUN: ("tail", "worker", "serve"),
     OPERATE: ("init", "backfill", "ingest", "reconcile", "purge", "reindex", "dlq",
               "export-onnx"),
     LOCAL: ("stack", "demo", "import", "load", "table", "delete-message", "rewrite-message"),
+    BENCH: ("plan",),  # and every bench-* and eval* (panel_of)
 }
 
 

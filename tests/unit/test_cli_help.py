@@ -33,7 +33,7 @@ def test_help_groups_the_commands_with_the_roles_first() -> None:
     assert panels[RUN] == ["tail", "worker", "serve"]
     assert {"init", "backfill", "ingest", "reindex", "dlq"} <= set(panels[OPERATE])
     assert {"stack", "demo"} <= set(panels[LOCAL])
-    assert panels[BENCH] and all(c.startswith(("bench", "eval")) for c in panels[BENCH])
+    assert panels[BENCH] and all(c.startswith(("bench", "eval", "plan")) for c in panels[BENCH])
 
 
 def test_choices_are_listed_and_checked() -> None:
