@@ -424,7 +424,7 @@ def rss():
     for line in open('/proc/self/status'):
         if line.startswith('VmRSS:'):
             return int(line.split()[1]) * 1024
-args = json.loads(sys.argv[1])
+args = json.loads(Path(sys.argv[1]).read_text())
 store = EdgeStore(Path(args['root']))
 before = rss()
 for vector in args['vectors']:
@@ -439,9 +439,11 @@ def edge_rss(root: Path, collection: str, mailboxes: Sequence[str],
              vectors: Sequence[Sequence[float]]) -> dict[str, int]:
     """RSS (bytes) a fresh process gains by opening the Edge shard and searching every
     mailbox class with every query vector (the steady state of a searching owner)."""
-    args = json.dumps({"root": str(root), "collection": collection, "mailboxes": list(mailboxes),
-                       "vectors": [list(v) for v in vectors], "depth": DEPTH})
-    done = subprocess.run([sys.executable, "-c", _RSS_CHILD, args], capture_output=True,
+    args = root.parent / f".rss-{root.name}.json"  # the vectors are too long for argv
+    args.write_text(json.dumps({"root": str(root), "collection": collection,
+                                "mailboxes": list(mailboxes),
+                                "vectors": [list(v) for v in vectors], "depth": DEPTH}))
+    done = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(args)], capture_output=True,
                           text=True, check=True, timeout=900)
     found = json.loads(done.stdout.strip().splitlines()[-1])
     return {"rss_before": int(found["before"]), "rss_after": int(found["after"])}
