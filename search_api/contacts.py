@@ -1,12 +1,12 @@
 """Contact autocomplete: the addresses one mailbox corresponds with, matched on a prefix.
 
-Source: the full-text index, one ``size: 0`` request routed to the mailbox's shard and
-filtered on ``mailbox_id``, whose aggregations count only that mailbox's messages (never a
-suggester nor the shard's term dictionary, which hold every tenant's words: invariant 6 of the
-design). The index holds From, To and Cc (never Bcc: the indexer leaves it out), lower-cased
-and accent-folded as keywords (mapping v5: ``from.address``, ``to``, ``cc``). Why not the
-table: its participant items are keyed by address (``M#<M>#A#<email>``), so "addresses that
-start with ``ra``" has no key there, only a Scan.
+Source: the full-text index, ``size: 0`` requests routed to the mailbox's shard and filtered
+on ``mailbox_id``, whose aggregations count only that mailbox's messages (never a suggester
+nor the shard's term dictionary, which hold every tenant's words: invariant 6 of the design).
+The index holds From, To and Cc (never Bcc: the indexer leaves it out), lower-cased and
+accent-folded as keywords (``from.address``, ``to``, ``cc``). Why not the table: its
+participant items are keyed by address (``M#<M>#A#<email>``), so "addresses that start with
+``ra``" has no key there, only a Scan.
 
 What matches a prefix ``p`` (lower-cased, accents folded as the index folds them):
 
@@ -16,25 +16,32 @@ What matches a prefix ``p`` (lower-cased, accents folded as the index folds them
 - a word of the contact's display name starts with ``p`` (every word of a multi-word ``p``
   must start a name word).
 
-The address rules are exact within the engine: each role's ``terms`` aggregation keeps only
-the keys its ``include`` pattern admits (the prefix escaped character by character, a leaf
-value, never a pattern of the user's making). Names: the index keeps a message's To and Cc
-names as a set beside the addresses, unpaired, so a name match there only proposes
-candidates; each candidate's name is read from the sidecar's participant item of the
-message it last appeared in (one ``BatchGetItem`` per answer) and checked.
+Two requests. **Propose**: the :data:`SAMPLE` most recent matching messages (all of them
+when fewer match: a short prefix of a large mailbox costs no more than a long one) are
+aggregated per role; the address rules are exact within the engine, each ``terms``
+aggregation keeping only the keys its ``include`` pattern admits (the prefix escaped
+character by character, a leaf value, never a pattern of the user's making). **Count**: the
+best proposals' exact figures over the whole mailbox (``filters`` of ``term`` queries: each
+message once, whatever role), with their latest message's key from doc values.
 
-Ranking: how often (``messages``: the messages it appears in as From, To or Cc — a message
-naming it twice counts twice) and how recently (``last_ts``): ``log2(1 + messages)`` plus a
-recency bonus of 2 halving every :data:`HALF_LIFE_DAYS`, so a frequent old correspondent
-still ranks, and an active one outranks an equally frequent stale one.
+Names: the index keeps a message's To and Cc names as a set beside the addresses, unpaired,
+so a name match only proposes candidates; each one's name is read from the sidecar's
+participant item of the message it last appeared in (one ``BatchGetItem``, then cached:
+a message's participants are never rewritten) and checked.
+
+Ranking: how often (``messages``) and how recently (``last_ts``): ``log2(1 + messages)``
+plus a recency bonus of 2 halving every :data:`HALF_LIFE_DAYS`, so a frequent old
+correspondent still ranks, and an active one outranks an equally frequent stale one.
 """
 
 from __future__ import annotations
 
 import math
 import re
+import threading
 import time
 import unicodedata
+from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import lru_cache
@@ -59,6 +66,10 @@ HALF_LIFE_DAYS = 90.0
 MAX_PREFIX = 100  # characters: an address is at most 254, a useful prefix far shorter
 BUCKETS_PER_LIMIT = 3  # candidates each aggregation returns per contact asked for
 MAX_BUCKETS = 100
+EXECUTION_HINT = "global_ordinals"  # measured against "map": docs/quality.md
+NAME_CACHE_SIZE = 100_000  # (mailbox, message, address) -> name entries kept per process
+SAMPLE = 2_000  # most recent matching messages whose addresses propose contacts
+MAX_CHECKED = 3  # proposals whose exact figures are read, per contact asked for
 # What the ``address`` analyzer splits an address on (mapping v5 ``address_parts``).
 _ADDRESS_SPLIT = re.compile(r"[^\w+-]+")
 _WORD = re.compile(r"\w+")
@@ -84,15 +95,6 @@ def include_pattern(prefix: str) -> str:
     return f"{e}.*|[^@]*@([^@]*\\.)?{e}.*"
 
 
-def address_matches(email: str, prefix: str) -> bool:
-    """The Python twin of :func:`include_pattern` (a name-proposed candidate may match)."""
-    if email.startswith(prefix):
-        return True
-    domain = email.rpartition("@")[2] if "@" in email else ""
-    labels = domain.split(".")
-    return any(".".join(labels[i:]).startswith(prefix) for i in range(len(labels)))
-
-
 def name_matches(name: str | None, words: list[str]) -> bool:
     """Every word of the prefix starts some word of the name (folded)."""
     if not name or not words:
@@ -102,7 +104,9 @@ def name_matches(name: str | None, words: list[str]) -> bool:
 
 
 def contacts_body(mailbox: str, prefix: str, limit: int) -> dict[str, Any]:
-    """The one aggregation request (no hits) of a contacts answer; ``prefix`` folded."""
+    """Step 1, proposing contacts (``prefix`` folded): the aggregations read the
+    :data:`SAMPLE` most recent matching messages of the mailbox (all of them when fewer
+    match), so the cost does not grow with the mailbox."""
     size = min(MAX_BUCKETS, limit * BUCKETS_PER_LIMIT)
     include = include_pattern(prefix)
     first_part = next(iter(p for p in _ADDRESS_SPLIT.split(prefix) if p), "")
@@ -129,30 +133,45 @@ def contacts_body(mailbox: str, prefix: str, limit: int) -> dict[str, Any]:
                 "filter": [
                     {"term": {MAILBOX_FIELD: mailbox}},
                     {"bool": {"should": should, "minimum_should_match": 1}},
-                ]
+                ],
+                # the score is only the recency the sampler keeps the newest messages by
+                "should": [{"distance_feature": {"field": "ts", "origin": "now",
+                                                 "pivot": f"{int(HALF_LIFE_DAYS)}d"}}],
             }
         },
-        "aggs": aggs,
+        "aggs": {"s": {"sampler": {"shard_size": SAMPLE}, "aggs": aggs}},
     }
 
 
 def _terms(address_field: str, size: int, include: str | None) -> dict[str, Any]:
-    """Addresses by messages, each with its latest appearance (``map``: the values of the
-    mailbox's matching messages only, no shard-wide ordinals)."""
-    terms: dict[str, Any] = {"field": address_field, "size": size, "execution_hint": "map"}
+    """Addresses by messages (of the sample), each with its latest appearance."""
+    terms: dict[str, Any] = {"field": address_field, "size": size,
+                             "execution_hint": EXECUTION_HINT}
     if include is not None:
         terms["include"] = include
+    return {"terms": terms, "aggs": {"last": {"max": {"field": "ts"}}}}
+
+
+def counts_body(mailbox: str, emails: list[str]) -> dict[str, Any]:
+    """Step 2, the proposed contacts' exact figures in the whole mailbox: per address, the
+    messages it is From, To or Cc of (each message once), and its latest message (key and
+    time from doc values: no ``_source``, which holds the body, is loaded)."""
+    filters = {
+        f"c{i}": {"bool": {"should": [{"term": {f: e}} for f, _ in ROLES.values()],
+                           "minimum_should_match": 1}}
+        for i, e in enumerate(emails)
+    }
+    last = {"top_hits": {
+        "size": 1,
+        "sort": [{"ts": {"order": "desc"}}],
+        "_source": False,
+        "docvalue_fields": ["message_key", {"field": "ts", "format": "epoch_second"}],
+    }}
     return {
-        "terms": terms,
-        "aggs": {
-            "last": {
-                "top_hits": {
-                    "size": 1,
-                    "sort": [{"ts": {"order": "desc"}}],
-                    "_source": {"includes": ["message_key", "ts", "from.name"]},
-                }
-            }
-        },
+        "size": 0,
+        "track_total_hits": False,
+        "query": {"bool": {"filter": [{"term": {MAILBOX_FIELD: mailbox}}]}},
+        "aggs": {"c": {"filters": {"filters": filters}, "aggs": {"last": last}}},
     }
 
 
@@ -161,23 +180,21 @@ class _Candidate:
     email: str
     messages: int = 0
     last_ts: int = 0
-    last_key: str = ""  # the message it last appeared in, and as what
-    last_role: str = ""
-    name: str | None = None  # known from a From (the index pairs a sender's name)
-    sure: bool = False  # matched by address, or by its own From name
+    last_key: str = ""  # the message it last appeared in (its name is read from there)
+    sure: bool = False  # matched by address (a name match is checked against its name)
     roles: set[str] = field(default_factory=set)
 
     def add(self, role: str, bucket: Mapping[str, Any]) -> None:
         self.messages += int(bucket["doc_count"])
         self.roles.add(role)
+        self.last_ts = max(self.last_ts, int(bucket["last"].get("value") or 0) // 1000)
+
+    def exact(self, bucket: Mapping[str, Any]) -> None:
+        self.messages = int(bucket["doc_count"])
         top = bucket["last"]["hits"]["hits"]
-        source = top[0]["_source"] if top else {}
-        ts = int(source.get("ts") or 0)
-        if ts >= self.last_ts:
-            self.last_ts, self.last_key, self.last_role = ts, str(source["message_key"]), role
-        if role == "from" and self.name is None:
-            sender = source.get("from") or {}
-            self.name = sender.get("name") or None
+        values = top[0].get("fields", {}) if top else {}
+        self.last_ts = int(float((values.get("ts") or ["0"])[0]))
+        self.last_key = str((values.get("message_key") or [""])[0])
 
     def score(self, now: float) -> float:
         age_days = max(0.0, now - self.last_ts) / 86400.0
@@ -185,12 +202,9 @@ class _Candidate:
         return math.log2(1 + self.messages) + 2.0 * recency
 
 
-def candidates(
-    answer: Mapping[str, Any], prefix: str
-) -> dict[str, _Candidate]:
-    """Every proposed contact with its counts, from the aggregations' answer."""
-    words = _WORD.findall(prefix)
-    aggs = answer.get("aggregations") or {}
+def candidates(answer: Mapping[str, Any]) -> dict[str, _Candidate]:
+    """Every proposed contact with its counts in the sample, from step 1's answer."""
+    aggs = (answer.get("aggregations") or {}).get("s") or {}
     found: dict[str, _Candidate] = {}
     for role in ROLES:
         for bucket in (aggs.get(f"a_{role}") or {}).get("buckets", []):
@@ -203,11 +217,7 @@ def candidates(
             key = bucket["key"]
             if key in found and role in found[key].roles:
                 continue  # counted by address already
-            c = found.setdefault(key, _Candidate(key))
-            c.add(role, bucket)
-    for c in found.values():
-        if not c.sure and c.name is not None and name_matches(c.name, words):
-            c.sure = True
+            found.setdefault(key, _Candidate(key)).add(role, bucket)
     return found
 
 
@@ -217,24 +227,63 @@ def _people(settings: Settings) -> ParticipantStore:
     return ParticipantStore(aws.client(settings, "dynamodb"), settings.resolved_state_table)
 
 
-def _names(
-    b: Backends, mailbox: str, wanted: list[_Candidate]
-) -> dict[str, str | None]:
-    """Each candidate's name in the message it last appeared in (never a Bcc entry)."""
-    refs = {c.email: MessageRef(mailbox, c.last_key) for c in wanted if c.last_key}
-    if not refs:
-        return {}
-    with naming("dynamodb"):
-        stored = _people(b.settings).of_many(list(set(refs.values())))
+class _NameCache:
+    """Names by (mailbox, message, address): a message's participants are written with it
+    and never rewritten (store-items.md), so an entry stays true; least recently used out."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+        self._known: OrderedDict[tuple[str, str, str], str | None] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get(self, key: tuple[str, str, str]) -> tuple[bool, str | None]:
+        with self._lock:
+            if key not in self._known:
+                return False, None
+            self._known.move_to_end(key)
+            return True, self._known[key]
+
+    def put(self, key: tuple[str, str, str], name: str | None) -> None:
+        with self._lock:
+            self._known[key] = name
+            self._known.move_to_end(key)
+            while len(self._known) > self._size:
+                self._known.popitem(last=False)
+
+
+NAMES = _NameCache(NAME_CACHE_SIZE)
+
+
+def _names(b: Backends, mailbox: str, wanted: list[_Candidate]) -> dict[str, str | None]:
+    """Each candidate's name in the message it last appeared in (never a Bcc entry): from
+    the cache, the rest in one ``BatchGetItem`` of the sidecar's participant items."""
     names: dict[str, str | None] = {}
-    for email, ref in refs.items():
+    missing: dict[str, MessageRef] = {}
+    for c in wanted:
+        if not c.last_key:
+            continue
+        known, name = NAMES.get((mailbox, c.last_key, c.email))
+        if known:
+            names[c.email] = name
+        else:
+            missing[c.email] = MessageRef(mailbox, c.last_key)
+    if not missing:
+        return names
+    with naming("dynamodb"):
+        stored = _people(b.settings).of_many(list(set(missing.values())))
+    for email, ref in missing.items():
         people: tuple[Participant, ...] = stored.get(ref, ())
-        names[email] = next(
-            (p.name for p in people
-             if p.role in ROLES and fold(p.email) == email and p.name),
-            None,
-        )
+        name = next((p.name for p in people
+                     if p.role in ROLES and fold(p.email) == email and p.name), None)
+        if ref in stored:  # a message not (yet) in the store is asked again next time
+            NAMES.put((mailbox, ref.message_key, email), name)
+        names[email] = name
     return names
+
+
+def _ranked(found: list[_Candidate]) -> list[_Candidate]:
+    now = time.time()
+    return sorted(found, key=lambda c: (-c.score(now), -c.messages, -c.last_ts, c.email))
 
 
 def contacts(b: Backends, mailbox: str, prefix: str, limit: int) -> ContactsPage:
@@ -242,32 +291,34 @@ def contacts(b: Backends, mailbox: str, prefix: str, limit: int) -> ContactsPage
     folded = fold(prefix.strip())
     if not folded:
         return ContactsPage(contacts=[])
-    with naming("opensearch"):
-        answer = b.opensearch.search_response(
-            mailbox, contacts_body(mailbox, folded, limit),
-            budget_ms=b.settings.search_timeout_ms,
-        )
-    now = time.time()
-    ranked = sorted(
-        candidates(answer, folded).values(),
-        key=lambda c: (-c.score(now), -c.messages, -c.last_ts, c.email),
-    )
-    # Read names for the sure ones shown and for the unsure ones before the cut (whose name
-    # decides whether they are shown at all), in one request.
+    proposed = _ranked(list(candidates(_ask(b, mailbox, contacts_body(mailbox, folded,
+                                                                       limit))).values()))
+    # The exact figures of the best proposals: every sure one shown, and the name-proposed
+    # ones among them (their name decides whether they are shown at all).
     window: list[_Candidate] = []
     sure = 0
-    for c in ranked:
-        if sure >= limit:
+    for c in proposed:
+        if sure >= limit or len(window) >= MAX_CHECKED * limit:
             break
         window.append(c)
         sure += c.sure
-    looked_up = _names(b, mailbox, [c for c in window if c.name is None])
+    if not window:
+        return ContactsPage(contacts=[])
+    answer = _ask(b, mailbox, counts_body(mailbox, [c.email for c in window]))
+    buckets = ((answer.get("aggregations") or {}).get("c") or {}).get("buckets", {})
+    for i, c in enumerate(window):
+        c.exact(buckets.get(f"c{i}") or {"doc_count": 0, "last": {"hits": {"hits": []}}})
+    names = _names(b, mailbox, window)
     words = _WORD.findall(folded)
-    shown = []
-    for c in window:
-        name = c.name if c.name is not None else looked_up.get(c.email)
-        if not c.sure and not (name_matches(name, words) or address_matches(c.email, folded)):
-            continue
-        shown.append({"email": c.email, "name": name, "messages": c.messages,
-                      "last_ts": c.last_ts})
+    shown = [
+        {"email": c.email, "name": names.get(c.email), "messages": c.messages,
+         "last_ts": c.last_ts}
+        for c in _ranked(window)
+        if c.messages and (c.sure or name_matches(names.get(c.email), words))
+    ]
     return ContactsPage.model_validate({"contacts": shown[:limit]})
+
+
+def _ask(b: Backends, mailbox: str, body: dict[str, Any]) -> dict[str, Any]:
+    with naming("opensearch"):
+        return b.opensearch.search_response(mailbox, body, budget_ms=b.settings.search_timeout_ms)

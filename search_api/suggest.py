@@ -18,11 +18,13 @@ those messages only:
    and only words of those messages are read back. (Residual, as for a prefix: which terms the
    expansion keeps may depend on other mailboxes' words when more than
    :data:`MAX_EXPANSIONS` are within reach, so a correction can be missed, never leaked.)
-3. **The choice**: each candidate's messages in the mailbox (one request); the closest one by
-   edit distance wins, then the most frequent; it must be in at least :data:`RARER` times as
-   many messages as the word (any, for a word the mailbox lacks).
+3. **The choice**: each candidate's messages in the mailbox (one request, which also counts
+   the typed query and the likeliest correction); the closest one by edit distance wins, then
+   one that is the word with two adjacent letters swapped, then the most frequent; it must be
+   in at least :data:`RARER` times as many messages as the word (any, for a word the mailbox
+   lacks).
 4. **Its hits**: the corrected query's count in the mailbox (the full-text query, all words),
-   counted beside the typed one's: null when it finds no more than the query did.
+   beside the typed one's: null when it finds no more than the query did.
 
 The caller's text never becomes anything but a leaf value of these queries.
 """
@@ -80,6 +82,16 @@ def edits(a: str, b: str) -> int:
     return prev[len(b)]
 
 
+def _swapped(a: str, b: str) -> bool:
+    """``a`` is ``b`` with two adjacent letters swapped (the commonest typing slip, so it
+    wins a tie of edit distance)."""
+    if len(a) != len(b) or a == b:
+        return False
+    diff = [i for i in range(len(a)) if a[i] != b[i]]
+    return len(diff) == 2 and diff[1] == diff[0] + 1 and a[diff[0]] == b[diff[1]] and (
+        a[diff[1]] == b[diff[0]])
+
+
 def allowed_edits(word: str) -> int:
     """OpenSearch's ``AUTO`` fuzziness: 0 up to 2 letters, 1 up to 5, then 2."""
     return 0 if len(word) < 3 else 1 if len(word) < 6 else 2
@@ -119,17 +131,22 @@ def _ask(b: Backends, mailbox: str, body: dict[str, Any]) -> dict[str, Any]:
 def _near_words(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
     """Per suspect word, the mailbox's words within its edits that the fuzzy query marked,
     with the number of sampled messages each was marked in."""
+    # A message with a word one edit away ranks before one with a word two edits away (so
+    # a frequent word two edits off cannot crowd the nearer one out of the sample).
     fuzzy = [
-        {"fuzzy": {f: {"value": fold(w), "fuzziness": "AUTO", "transpositions": True,
-                       "max_expansions": MAX_EXPANSIONS, "prefix_length": 0}}}
+        {"constant_score": {"boost": 10.0 ** (2 - edits_), "filter": {"fuzzy": {f: {
+            "value": fold(w), "fuzziness": edits_, "transpositions": True,
+            "max_expansions": MAX_EXPANSIONS, "prefix_length": 0}}}}}
         for w in suspects for f in FIELDS
+        for edits_ in range(1, allowed_edits(fold(w)) + 1)
     ]
     should = {"bool": {"should": fuzzy, "minimum_should_match": 1}}
     body = {
         "size": SAMPLE,
         "track_total_hits": False,
         "_source": False,
-        "query": _filtered(mailbox, should),
+        # scored (``must``), so the nearer words' boosts order the sample
+        "query": {"bool": {"filter": [{"term": {MAILBOX_FIELD: mailbox}}], "must": [should]}},
         "highlight": {
             "type": "unified",
             "pre_tags": [_PRE],
@@ -158,7 +175,8 @@ def _near_words(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dic
 def _closest(word: str, found: Mapping[str, int]) -> list[str]:
     """The candidates worth counting: fewest edits first, then most often marked."""
     folded = fold(word)
-    return sorted(found, key=lambda c: (edits(c, folded), -found[c], c))[:CANDIDATES_PER_WORD]
+    return sorted(found, key=lambda c: (edits(c, folded), not _swapped(c, folded), -found[c],
+                                        c))[:CANDIDATES_PER_WORD]
 
 
 def _replaced(q: str, corrections: Mapping[str, str]) -> str:
@@ -196,25 +214,32 @@ def _did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean |
     shortlist = {w: _closest(w, found) for w, found in near.items() if found}
     if not shortlist:
         return None
+    # The candidates' counts, the typed query's and (speculatively) the one of each word's
+    # nearest, most often marked candidate, in one request; another only if the counts
+    # choose differently.
+    guess = _replaced(q, {w: options[0] for w, options in shortlist.items()})
     named = {
         f"c{i}_{j}": clause(Term(c))
         for i, w in enumerate(shortlist) for j, c in enumerate(shortlist[w])
     }
+    named["typed"] = build_query(node, mailbox)
+    named["guess"] = build_query(parse(guess), mailbox)
     frequency = _counts(b, mailbox, named)
     corrections: dict[str, str] = {}
     for i, (w, options) in enumerate(shortlist.items()):
-        scored = [(edits(c, fold(w)), -frequency[f"c{i}_{j}"], c)
+        folded = fold(w)
+        scored = [(edits(c, folded), not _swapped(c, folded), -frequency[f"c{i}_{j}"], c)
                   for j, c in enumerate(options)
                   if frequency[f"c{i}_{j}"] >= max(1, RARER * had[w])]
         if scored:
-            corrections[w] = min(scored)[2]
+            corrections[w] = min(scored)[3]
     if not corrections:
         return None
     better = _replaced(q, corrections)
     if better == q:
         return None
-    totals = _counts(b, mailbox, {"typed": build_query(node, mailbox),
-                                  "better": build_query(parse(better), mailbox)})
-    if totals["better"] <= totals["typed"]:
+    hits = (frequency["guess"] if better == guess else
+            _counts(b, mailbox, {"better": build_query(parse(better), mailbox)})["better"])
+    if hits <= frequency["typed"]:
         return None
-    return DidYouMean(q=better, hits=totals["better"])
+    return DidYouMean(q=better, hits=hits)

@@ -6,7 +6,12 @@
 const TOKEN_KEY = "sidecar-console-token";
 const MAILBOX_KEY = "sidecar-console-mailbox";
 const $ = (id) => document.getElementById(id);
-const state = { mailbox: "", params: null, cursors: [null], page: 0, ticket: 0, done: 0 };
+const state = { mailbox: "", params: null, cursors: [null], page: 0, ticket: 0, done: 0,
+  typing: null, inflight: null, contacts: { timer: null, inflight: null, ticket: 0 } };
+const TYPING_MS = 300; // results follow the query box this long after the last keystroke
+const CONTACTS_MS = 120;
+// An address operator being typed at the caret: from:/to:/cc: (or -from: …) and its value.
+const ADDRESS_AT_CARET = /(^|[\s(])(-?)(from|to|cc):([^\s"()]*)$/i;
 
 class ApiError extends Error {}
 
@@ -52,7 +57,7 @@ function describe(response, body) {
   return text;
 }
 
-async function api(path, params) {
+async function api(path, params, signal) {
   const started = performance.now();
   let response;
   try {
@@ -60,6 +65,7 @@ async function api(path, params) {
       headers: { Authorization: `Bearer ${sessionStorage.getItem(TOKEN_KEY)}` },
       cache: "no-store",
       credentials: "omit",
+      signal,
     });
   } catch (err) {
     throw new ApiError(`the API did not answer (${err.message})`);
@@ -160,21 +166,34 @@ async function loadSimilar(node) {
 }
 
 function showError(message) {
+  $("did-you-mean").hidden = true;
   $("hits").replaceChildren();
   $("pager").hidden = true;
   text($("status"), "");
   text($("error"), message).hidden = false;
 }
 
-async function run() {
+// "Did you mean": the API's corrected query (words of this mailbox only), one click away.
+function suggest(didYouMean) {
+  const box = $("did-you-mean");
+  box.hidden = !didYouMean;
+  if (!didYouMean) return;
+  text($("dym-link"), didYouMean.q);
+  text($("dym-hits"), ` (${didYouMean.hits} hit${didYouMean.hits === 1 ? "" : "s"})`);
+}
+
+async function run(typed = false) {
   const params = { ...state.params };
   const cursor = state.cursors[state.page];
   if (cursor) params.cursor = cursor;
   const ticket = ++state.ticket;
+  if (state.inflight) state.inflight.abort(); // a stale search's answer is never waited for
+  const inflight = (state.inflight = new AbortController());
   $("error").hidden = true;
   try {
-    const { body, ms } = await api(`${mailboxPath()}/search`, params);
+    const { body, ms } = await api(`${mailboxPath()}/search`, params, inflight.signal);
     if (ticket !== state.ticket) return; // a later search has been sent: its answer counts
+    if (!cursor) suggest(body.did_you_mean);
     $("hits").replaceChildren(...body.hits.map(renderHit));
     $("hits").start = state.page * Number(params.limit) + 1;
     const more = body.next_cursor ? ", more on the next page" : "";
@@ -185,7 +204,10 @@ async function run() {
     $("next").disabled = !body.next_cursor;
     text($("page"), `page ${state.page + 1}`);
   } catch (err) {
-    if (ticket === state.ticket) showError(err.message);
+    if (ticket !== state.ticket) return; // cancelled or overtaken: nothing to show
+    // A query still being typed ("from:", an open quote) is not an error yet.
+    if (typed && err.message.startsWith("400")) text($("status"), `… ${err.message}`);
+    else showError(err.message);
   }
   finished();
 }
@@ -198,6 +220,12 @@ function finished() {
 
 function search(event) {
   event.preventDefault();
+  clearTimeout(state.typing);
+  hideContacts();
+  startSearch(false);
+}
+
+function startSearch(typed) {
   state.mailbox = $("mailbox").value.trim();
   sessionStorage.setItem(MAILBOX_KEY, state.mailbox);
   state.params = {
@@ -209,7 +237,81 @@ function search(event) {
   if ($("collapse").checked) state.params.collapse = "thread";
   state.cursors = [null];
   state.page = 0;
-  run();
+  run(typed);
+}
+
+// Results follow the query box: a search once typing pauses (TYPING_MS), the one before
+// it cancelled.
+function typed() {
+  clearTimeout(state.typing);
+  offerContacts();
+  if (!$("q").value.trim() || !$("mailbox").value.trim()) return;
+  state.typing = setTimeout(() => startSearch(true), TYPING_MS);
+}
+
+// Contact suggestions for the from:/to:/cc: value at the caret (the mailbox's own
+// correspondents, GET …/contacts), the stale request cancelled.
+function offerContacts() {
+  const box = $("q");
+  const before = box.value.slice(0, box.selectionStart ?? box.value.length);
+  const found = ADDRESS_AT_CARET.exec(before);
+  const contacts = state.contacts;
+  clearTimeout(contacts.timer);
+  if (!found || !found[4] || !$("mailbox").value.trim()) {
+    hideContacts();
+    return;
+  }
+  const prefix = found[4];
+  contacts.timer = setTimeout(async () => {
+    const ticket = ++contacts.ticket;
+    if (contacts.inflight) contacts.inflight.abort();
+    const inflight = (contacts.inflight = new AbortController());
+    const path = `/v1/mailboxes/${encodeURIComponent($("mailbox").value.trim())}/contacts`;
+    try {
+      const { body } = await api(path, { prefix, limit: 8 }, inflight.signal);
+      if (ticket !== contacts.ticket) return;
+      showContacts(body.contacts, before.length - prefix.length);
+    } catch (err) {
+      if (ticket === contacts.ticket) hideContacts();
+    }
+  }, CONTACTS_MS);
+}
+
+function showContacts(list, start) {
+  const menu = $("contacts");
+  menu.replaceChildren(...list.map((contact) => {
+    const item = document.createElement("li");
+    item.className = "contact";
+    item.dataset.email = contact.email;
+    text(item.appendChild(document.createElement("span")), contact.email);
+    const about = contact.name ? `${contact.name} · ` : "";
+    text(item.appendChild(document.createElement("small")), ` ${about}${contact.messages} msg`);
+    item.addEventListener("mousedown", (event) => {
+      event.preventDefault(); // the query box keeps the focus
+      choose(contact.email, start);
+    });
+    return item;
+  }));
+  menu.hidden = !list.length;
+  menu.dataset.shown = String(Number(menu.dataset.shown || 0) + 1); // for the browser tests
+}
+
+function hideContacts() {
+  clearTimeout(state.contacts.timer);
+  state.contacts.ticket += 1;
+  $("contacts").hidden = true;
+}
+
+// The chosen address replaces the value being typed; the search follows at once.
+function choose(email, start) {
+  const box = $("q");
+  const end = box.selectionStart ?? box.value.length;
+  const rest = box.value.slice(end).replace(/^[^\s"()]*/, "");
+  box.value = `${box.value.slice(0, start)}${email} ${rest.trimStart()}`;
+  const caret = start + email.length + 1;
+  box.setSelectionRange(caret, caret);
+  hideContacts();
+  $("search").requestSubmit();
 }
 
 function page(step) {
@@ -243,6 +345,16 @@ function start() {
   });
   $("forget").addEventListener("click", () => forgetToken(""));
   $("search").addEventListener("submit", search);
+  $("q").addEventListener("input", typed);
+  $("q").addEventListener("blur", hideContacts);
+  $("q").addEventListener("keydown", (event) => {
+    if (event.key === "Escape") hideContacts();
+  });
+  $("dym-link").addEventListener("click", (event) => {
+    event.preventDefault();
+    $("q").value = $("dym-link").textContent;
+    $("search").requestSubmit();
+  });
   for (const input of document.querySelectorAll("input[name=mode], #collapse, #sort, #limit")) {
     input.addEventListener("change", () => state.params && $("search").requestSubmit());
   }
