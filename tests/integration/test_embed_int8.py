@@ -57,7 +57,8 @@ def test_the_int8_graph_is_cached_beside_the_float32_one() -> None:
     int8, fp32 = onnx_graph("#int8"), onnx_graph("")
     assert int8.is_file() and int8.parent == fp32.parent
     assert int8.name.startswith(fp32.stem + "-int8-")
-    assert int8.stat().st_size < 0.75 * fp32.stat().st_size  # int8 weights (embeddings float)
+    # int8 weights but the word embeddings and the feed-forward output projections
+    assert int8.stat().st_size < 0.8 * fp32.stat().st_size
 
 
 @pytest.mark.slow
