@@ -11,7 +11,7 @@ with ``exclude_thread``, nothing of its thread.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
@@ -55,6 +55,37 @@ def by_vector(
     return [legs.from_point(p) for p in points]
 
 
+@dataclass(frozen=True)
+class LikedTerms:
+    """A liked message's terms (field, term -> frequency in it), the candidates counted, and
+    the counts' answer (how many of the mailbox's messages hold each): read once, shared by
+    the body+subject and the subject-only rankings."""
+
+    tf: dict[mlt.FieldTerm, int]
+    chosen: list[mlt.FieldTerm]
+    counts: dict[str, Any]
+
+
+def liked_terms(
+    backends: Backends, ref: MessageRef, liked_analyzer: str | None = None,
+    fields: tuple[str, ...] = MLT_FIELDS,
+) -> LikedTerms | None:
+    """The liked message's own terms and their counts inside its mailbox (two requests:
+    its term vectors, one ``filters`` count); None when it has no terms (or is gone)."""
+    doc_id = point_id(ref)
+    with naming("opensearch"):
+        vectors = backends.opensearch.term_vectors(
+            ref.mailbox_id, doc_id, mlt.term_vectors_request(doc_id, fields, liked_analyzer))
+        tf = mlt.liked_terms(vectors)
+        chosen = mlt.candidates(tf)
+        if not chosen:
+            return None
+        counts = backends.opensearch.search_response(
+            ref.mailbox_id, mlt.counts_body(ref.mailbox_id, chosen),
+            budget_ms=backends.settings.search_timeout_ms)
+    return LikedTerms(tf, chosen, counts)
+
+
 def by_terms(
     backends: Backends,
     ref: MessageRef,
@@ -63,28 +94,36 @@ def by_terms(
     size: int,
     fields: tuple[str, ...] = MLT_FIELDS,
     liked_analyzer: str | None = None,
+    liked: LikedTerms | None = None,
 ) -> list[Candidate]:
-    """Messages sharing the liked message's most distinctive terms, chosen by counts taken
-    inside its mailbox (:mod:`search_api.query.more_like_this`: nothing of another mailbox
-    decides which terms, or their order); ``liked_analyzer``: the read index's analyzer for
-    the message's own body, if it has one (:meth:`Backends.liked_body_analyzer`)."""
-    doc_id = point_id(ref)
-    with naming("opensearch"):
-        vectors = backends.opensearch.term_vectors(
-            ref.mailbox_id, doc_id, mlt.term_vectors_request(doc_id, fields, liked_analyzer))
-        tf = mlt.liked_terms(vectors)
-        chosen = mlt.candidates(tf)
-        if not chosen:
-            return []
-        counts = backends.opensearch.search_response(
-            ref.mailbox_id, mlt.counts_body(ref.mailbox_id, chosen),
-            budget_ms=backends.settings.search_timeout_ms)
-    terms = mlt.best_terms(tf, chosen, counts)
+    """Messages sharing the liked message's most distinctive terms in ``fields``, chosen by
+    counts taken inside its mailbox (:mod:`search_api.query.more_like_this`: nothing of
+    another mailbox decides which terms, or their order); ``liked_analyzer``: the read
+    index's analyzer for the message's own body, if it has one
+    (:meth:`Backends.liked_body_analyzer`); ``liked``: the terms already read."""
+    if liked is None:
+        liked = liked_terms(backends, ref, liked_analyzer, fields)
+    if liked is None:
+        return []
+    terms = [ft for ft in mlt.best_terms(liked.tf, liked.chosen, liked.counts)
+             if ft[0] in fields]
     if not terms:
         return []
-    body = mlt.terms_body(mailbox_id=ref.mailbox_id, doc_id=doc_id, thread_key=thread_key,
-                          terms=terms, size=size)
+    body = mlt.terms_body(mailbox_id=ref.mailbox_id, doc_id=point_id(ref),
+                          thread_key=thread_key, terms=terms, size=size)
     return legs.fulltext(backends, ref.mailbox_id, body)
+
+
+def _term_rankings(
+    backends: Backends, ref: MessageRef, thread_key: str | None, *, size: int, subject: bool
+) -> tuple[list[Candidate], list[Candidate]]:
+    """The body+subject ranking and (``subject``) the subject-only one, of one reading of the
+    liked message's terms; the two final queries run side by side."""
+    liked = liked_terms(backends, ref, backends.liked_body_analyzer())
+    alone = (backends.concurrently(by_terms, backends, ref, thread_key, size=size,
+                                   fields=("subject",), liked=liked) if subject else None)
+    both = by_terms(backends, ref, thread_key, size=size, liked=liked)
+    return both, alone.result() if alone else []
 
 
 def similar(
@@ -103,22 +142,17 @@ def similar(
     ``forai``) gets no vector neighbours; hybrid then falls back to its terms."""
     depth = max(limit, tuning.depth) if method == "hybrid" else limit
     # The legs run side by side: the term queries on other threads, the vector leg here.
-    terms = (backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,
-                                   liked_analyzer=backends.liked_body_analyzer())
+    terms = (backends.concurrently(_term_rankings, backends, ref, exclude_thread, size=depth,
+                                   subject=method == "hybrid" and tuning.subject_weight > 0)
              if method != "vector" else None)
-    subject = (
-        backends.concurrently(by_terms, backends, ref, exclude_thread, size=depth,
-                              fields=("subject",))
-        if method == "hybrid" and tuning.subject_weight > 0
-        else None
-    )
     vectors = (by_vector(backends, ref, point, exclude_thread, size=depth)
                if point is not None and method != "mlt" else [])
     if terms is None:
         return vectors
+    both, subject = terms.result()
     if method == "mlt":
-        return terms.result()[:limit]
-    return fuse([vectors, terms.result(), subject.result() if subject else []], tuning)[:limit]
+        return both[:limit]
+    return fuse([vectors, both, subject], tuning)[:limit]
 
 
 def fuse(rankings: list[list[Candidate]], tuning: Tuning) -> list[Candidate]:
