@@ -49,16 +49,19 @@ class Workload:
 
 @dataclass(frozen=True)
 class Measured:
-    """Our figures (defaults: the 100,000-message ``bench-tenants`` run on 2 shared vCPUs,
-    2026-12-04, and docs/benchmarks.md; see docs/operations/capacity.md for each source)."""
+    """Our figures, calibrated on the 2,000- and 20,000-message ``bench-tenants`` runs of
+    2026-12-04 (Edge, int8 layout; a line through the two: per point + fixed) and validated
+    against the larger runs of docs/results/runs/2026-12-04-tenants.md; see
+    docs/operations/capacity.md for each source."""
 
-    opensearch_bytes_per_message: float = 10_000.0  # primaries' store.size / documents
-    qdrant_rss_bytes_per_point: float = 1_100.0  # int8 layout, steady search process
-    qdrant_rss_fixed_bytes: float = 50.0 * 1024**2  # a process's RSS before its first point
-    qdrant_disk_bytes_per_point: float = 3_300.0  # int8 + originals + graph + payload
+    opensearch_bytes_per_message: float = 7_705.0  # primaries' store.size / documents (20k)
+    qdrant_rss_bytes_per_point: float = 2_917.0  # int8 layout, a searching owner process
+    qdrant_rss_fixed_bytes: float = 43.0e6  # what the store costs before its first point
+    qdrant_disk_bytes_per_point: float = 4_816.0  # int8 + originals + payload + indexes
+    qdrant_disk_fixed_bytes: float = 149.0e6  # WAL and segment preallocation
     texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (benchmarks.md)
-    bulk_docs_per_s_per_core: float = 150.0  # full-text worker + node, bulk of 500
-    api_cpu_s_per_search: float = 0.08  # API + OpenSearch CPU per request, mean of the modes
+    bulk_docs_per_s_per_core: float = 80.0  # 163 docs/s on 2 busy shared cores (20k build)
+    api_cpu_s_per_search: float = 0.065  # API + OpenSearch CPU per request, mean of the modes
     dims: int = 384
 
 
@@ -199,7 +202,8 @@ def qdrant_plan(work: Workload, measured: Measured, rules: VendorRules,
     vendor_gib = (points * measured.dims * 4 * rules.qdrant_float32_factor
                   * rules.qdrant_int8_share / GIB)
     ram = max(measured_gib, vendor_gib) * rules.qdrant_replicas
-    disk = points * measured.qdrant_disk_bytes_per_point / GIB * rules.qdrant_replicas
+    disk = ((points * measured.qdrant_disk_bytes_per_point + measured.qdrant_disk_fixed_bytes)
+            / GIB * rules.qdrant_replicas)
 
     def count(node: Node) -> int:
         usable = node.ram_gib * rules.qdrant_ram_headroom
@@ -253,4 +257,5 @@ def predicted_storage(messages: int, measured: Measured | None = None) -> dict[s
     m = measured or Measured()
     return {"opensearch_bytes": messages * m.opensearch_bytes_per_message,
             "qdrant_rss_bytes": messages * m.qdrant_rss_bytes_per_point + m.qdrant_rss_fixed_bytes,
-            "qdrant_disk_bytes": messages * m.qdrant_disk_bytes_per_point}
+            "qdrant_disk_bytes": messages * m.qdrant_disk_bytes_per_point
+            + m.qdrant_disk_fixed_bytes}
