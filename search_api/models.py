@@ -147,6 +147,10 @@ class Readiness(BaseModel):
         "the table; `semantic`: Qdrant, the model and the table; hybrid and similar need "
         "both); "
         "the answer is 503 only when this is empty.")
+    warnings: dict[str, str] = omittable(
+        "Not failures (everything is served): `mapping` when the live index is on an older "
+        "mapping version than this release's (`sidecar reindex`; docs/operations/upgrading.md)."
+    )
     errors: dict[str, str] = omittable(
         "A fixed code per failing component (a missing table, credentials the engine "
         "refused, the model loading, no answer): never the engine's own message, which names "

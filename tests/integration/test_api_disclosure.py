@@ -93,3 +93,17 @@ def test_a_malformed_thread_count_is_shown_as_null(settings: Settings) -> None:
     assert page.status_code == 200, page.text
     sizes = sorted((h.get("thread_messages") for h in page.json()["hits"]), key=str)
     assert sizes == [1, None], page.json()
+
+
+def test_readyz_warns_when_the_live_index_is_older_than_the_code(settings: Settings) -> None:
+    from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, build_client
+    from search_api.mapping_check import MAPPING_CODES
+
+    older = OpenSearchIndex(build_client(settings), settings.opensearch_index)
+    older.ensure(MAPPING_VERSION - 1)  # before anything makes one of the current version
+    prepare_tables(settings)
+    with TestClient(create_app(settings, vectors=False)) as client:
+        body = client.get("/readyz").json()
+    assert body["warnings"] == {"mapping": MAPPING_CODES["behind"]}, body
+    assert "fulltext" in body["serving"]  # a warning, never a failure
+    assert settings.opensearch_index not in json.dumps(body)
