@@ -21,8 +21,9 @@ when fewer match: a short prefix of a large mailbox costs no more than a long on
 aggregated per role; the address rules are exact within the engine, each ``terms``
 aggregation keeping only the keys its ``include`` pattern admits (the prefix escaped
 character by character, a leaf value, never a pattern of the user's making). **Count**: the
-best proposals' exact figures over the whole mailbox (``filters`` of ``term`` queries: each
-message once, whatever role), with their latest message's key from doc values.
+best proposals' exact message counts over the whole mailbox (``filters`` of ``term``
+queries: each message once, whatever role); their latest message (key and time from doc
+values) comes from the sample, which holds it.
 
 Names: the index keeps a message's To and Cc names as a set beside the addresses, unpaired,
 so a name match only proposes candidates; each one's name is read from the sidecar's
@@ -149,29 +150,33 @@ def _terms(address_field: str, size: int, include: str | None) -> dict[str, Any]
                              "execution_hint": EXECUTION_HINT}
     if include is not None:
         terms["include"] = include
-    return {"terms": terms, "aggs": {"last": {"max": {"field": "ts"}}}}
+    return {"terms": terms, "aggs": {"last": _LATEST}}
+
+
+# A bucket's latest message: key and time from doc values (no ``_source``, which holds the
+# body). The sample is the newest matching messages, so a proposed address's latest message
+# in the sample is its latest in the mailbox.
+_LATEST = {"top_hits": {
+    "size": 1,
+    "sort": [{"ts": {"order": "desc"}}],
+    "_source": False,
+    "docvalue_fields": ["message_key", {"field": "ts", "format": "epoch_second"}],
+}}
 
 
 def counts_body(mailbox: str, emails: list[str]) -> dict[str, Any]:
-    """Step 2, the proposed contacts' exact figures in the whole mailbox: per address, the
-    messages it is From, To or Cc of (each message once), and its latest message (key and
-    time from doc values: no ``_source``, which holds the body, is loaded)."""
+    """Step 2, the proposed contacts' exact counts in the whole mailbox: per address, the
+    messages it is From, To or Cc of (each message once)."""
     filters = {
         f"c{i}": {"bool": {"should": [{"term": {f: e}} for f, _ in ROLES.values()],
                            "minimum_should_match": 1}}
         for i, e in enumerate(emails)
     }
-    last = {"top_hits": {
-        "size": 1,
-        "sort": [{"ts": {"order": "desc"}}],
-        "_source": False,
-        "docvalue_fields": ["message_key", {"field": "ts", "format": "epoch_second"}],
-    }}
     return {
         "size": 0,
         "track_total_hits": False,
         "query": {"bool": {"filter": [{"term": {MAILBOX_FIELD: mailbox}}]}},
-        "aggs": {"c": {"filters": {"filters": filters}, "aggs": {"last": last}}},
+        "aggs": {"c": {"filters": {"filters": filters}}},
     }
 
 
@@ -187,14 +192,11 @@ class _Candidate:
     def add(self, role: str, bucket: Mapping[str, Any]) -> None:
         self.messages += int(bucket["doc_count"])
         self.roles.add(role)
-        self.last_ts = max(self.last_ts, int(bucket["last"].get("value") or 0) // 1000)
-
-    def exact(self, bucket: Mapping[str, Any]) -> None:
-        self.messages = int(bucket["doc_count"])
         top = bucket["last"]["hits"]["hits"]
         values = top[0].get("fields", {}) if top else {}
-        self.last_ts = int(float((values.get("ts") or ["0"])[0]))
-        self.last_key = str((values.get("message_key") or [""])[0])
+        ts = int(float((values.get("ts") or ["0"])[0]))
+        if ts >= self.last_ts and values.get("message_key"):
+            self.last_ts, self.last_key = ts, str(values["message_key"][0])
 
     def score(self, now: float) -> float:
         age_days = max(0.0, now - self.last_ts) / 86400.0
@@ -307,7 +309,7 @@ def contacts(b: Backends, mailbox: str, prefix: str, limit: int) -> ContactsPage
     answer = _ask(b, mailbox, counts_body(mailbox, [c.email for c in window]))
     buckets = ((answer.get("aggregations") or {}).get("c") or {}).get("buckets", {})
     for i, c in enumerate(window):
-        c.exact(buckets.get(f"c{i}") or {"doc_count": 0, "last": {"hits": {"hits": []}}})
+        c.messages = int((buckets.get(f"c{i}") or {}).get("doc_count", 0))
     names = _names(b, mailbox, window)
     words = _WORD.findall(folded)
     shown = [
