@@ -35,8 +35,8 @@ from sidecar_tools.bench.encoders import (
 )
 from tests.conftest import CORPORA
 
-# 300 texts: ~25 s of encoding on a quiet 2-core machine (both precisions), 2-3x under load
-N_TEXTS = int(os.environ.get("SIDECAR_TEST_INT8_TEXTS", "300"))
+# 240 texts: ~20 s of encoding on a quiet 2-core machine (both precisions), 2-4x under load
+N_TEXTS = int(os.environ.get("SIDECAR_TEST_INT8_TEXTS", "240"))
 
 
 def _forai(n: int) -> tuple[list[str], list[str]]:
