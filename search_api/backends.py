@@ -32,7 +32,9 @@ from indexer.adapters.query_batch import QueryBatcher
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
+from search_api import mapping_check
 from search_api.limits import ExpensiveGate, RequestRate
+from search_api.query.clauses import PREFIX_FIELDS_VERSION
 from search_api.query.more_like_this import LIKED_BODY_ANALYZER
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
 
@@ -95,6 +97,7 @@ class Backends:
         self._legs = ThreadPoolExecutor(max_workers=16, thread_name_prefix="search-leg")
         self._target: tuple[float, ReadTarget] | None = None
         self._liked: tuple[float, str | None] | None = None
+        self._prefixed: tuple[float, bool] | None = None
 
     def concurrently(
         self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
@@ -128,6 +131,20 @@ class Backends:
             found = self.opensearch.has_analyzer(LIKED_BODY_ANALYZER)
         self._liked = (now, LIKED_BODY_ANALYZER if found else None)
         return self._liked[1]
+
+    def prefix_fields_indexed(self) -> bool:
+        """Whether every index behind the read alias has mapping v6's prefix fields (named
+        ``<alias>-v<N>``, N >= 6; no index yet: nothing to expand), asked once per
+        :data:`LIKED_ANALYZER_TTL_S`. An index of an unknown name is taken as lacking them."""
+        now = time.monotonic()
+        known = self._prefixed
+        if known is not None and now - known[0] < LIKED_ANALYZER_TTL_S:
+            return known[1]
+        with naming("opensearch"):
+            state = mapping_check.check(self.opensearch)
+        found = all(v is not None and v >= PREFIX_FIELDS_VERSION for v in state.live.values())
+        self._prefixed = (now, found)
+        return found
 
     def require_vectors(self) -> None:
         """503 at once on a replica that never opens the store (before embedding a query)."""

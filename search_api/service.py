@@ -26,7 +26,8 @@ from search_api import hits, suggest
 from search_api.backends import Backends
 from search_api.candidates import Candidate
 from search_api.models import SearchPage, SimilarPage
-from search_api.query import HybridTuning, Node, rrf, sort_spec
+from search_api.query import HybridTuning, Node, QueryError, rrf, sort_spec
+from search_api.query.clauses import PREFIX_FIELDS_VERSION, expands_a_phrase_prefix
 from search_api.similar import similar
 from search_api.vector_search import own_point
 from search_api.weighing import mailbox_weighted
@@ -62,6 +63,12 @@ def search(
     b: Backends, codec: cursors.CursorCodec, mailbox: str, req: SearchRequest
 ) -> SearchPage:
     """The page of hits and the cursor of the next one (None on the last page)."""
+    if (req.mode != "semantic" and expands_a_phrase_prefix(req.node)
+            and not b.prefix_fields_indexed()):
+        raise QueryError(0, "a phrase prefix of several words needs the index's mapping "
+                         f"v{PREFIX_FIELDS_VERSION} (an older one would expand its last word "
+                         "from every mailbox's words): quote fewer words, or ask the operator "
+                         "to run `sidecar reindex`")
     request_id = cursors.fingerprint(mailbox, req.q, req.mode, req.collapse, req.sort)
     # "Did you mean" (first page of full text or hybrid) runs beside the search (suggest.py).
     suggested = (b.concurrently(suggest.did_you_mean, b, mailbox, req.q, req.node)

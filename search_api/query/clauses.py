@@ -127,6 +127,24 @@ def phrase_prefix_text(text: str) -> str:
     return f"{head} {cut}" if head else cut
 
 
+# The mapping version whose prefix fields let a multi-word phrase prefix look its last word up.
+PREFIX_FIELDS_VERSION = 6
+
+
+def expands_a_phrase_prefix(node: Node) -> bool:
+    """Whether the query holds a phrase prefix of several words, which an index older than
+    :data:`PREFIX_FIELDS_VERSION` would expand from every mailbox's words."""
+    if isinstance(node, Phrase):
+        return node.prefix and not one_word(node.text)
+    if isinstance(node, Field):
+        return node.phrase and node.prefix and not one_word(node.value)
+    if isinstance(node, Not):
+        return expands_a_phrase_prefix(node.node)
+    if isinstance(node, And | Or):
+        return any(expands_a_phrase_prefix(child) for child in node.nodes)
+    return False
+
+
 def _phrase_query(node: Phrase) -> Query:
     """A phrase; a phrase prefix expands its last word only within the mailbox (issue 38):
     one word is a plain prefix (constant score, every term), several a ``phrase_prefix``

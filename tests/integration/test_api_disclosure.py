@@ -107,3 +107,28 @@ def test_readyz_warns_when_the_live_index_is_older_than_the_code(settings: Setti
     assert body["warnings"] == {"mapping": MAPPING_CODES["behind"]}, body
     assert "fulltext" in body["serving"]  # a warning, never a failure
     assert settings.opensearch_index not in json.dumps(body)
+
+
+def test_an_older_index_refuses_what_it_would_expand_from_every_mailbox(
+    settings: Settings,
+) -> None:
+    from indexer.adapters.opensearch import OpenSearchIndex, build_client
+    from search_api.query import parse
+    from search_api.query.clauses import PREFIX_FIELDS_VERSION, expands_a_phrase_prefix
+
+    assert expands_a_phrase_prefix(parse('budget "release no"*'))
+    assert expands_a_phrase_prefix(parse('-from:"Ann Le"*'))
+    assert not expands_a_phrase_prefix(parse('"release"* "release notes" from:ann*'))
+    served = settings.model_copy(update={"api_tokens": json.dumps({token_hash(TOKEN): [BOX]})})
+    OpenSearchIndex(build_client(served), served.opensearch_index).ensure(
+        PREFIX_FIELDS_VERSION - 1)
+    prepare_tables(served)
+    auth = {"Authorization": f"Bearer {TOKEN}"}
+    with TestClient(create_app(served, vectors=False)) as client:
+        def ask(q: str) -> Any:
+            return client.get(f"/v1/mailboxes/{BOX}/search", params={"q": q}, headers=auth)
+
+        refused = ask('"release no"*')
+        assert refused.status_code == 400 and "sidecar reindex" in refused.text, refused.text
+        assert ask('"release"*').status_code == 200  # one word: a plain prefix, safe anywhere
+        assert ask('"release notes"').status_code == 200
