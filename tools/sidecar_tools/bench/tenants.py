@@ -421,16 +421,22 @@ from pathlib import Path
 from indexer.adapters.qdrant_edge import EdgeStore
 from indexer.core.vectors import match
 def rss():
+    found = {}
     for line in open('/proc/self/status'):
-        if line.startswith('VmRSS:'):
-            return int(line.split()[1]) * 1024
+        if line.startswith(('VmRSS:', 'RssAnon:', 'RssFile:')):
+            name, value = line.split(':')
+            found[name] = int(value.split()[0]) * 1024
+    return found
 args = json.loads(Path(sys.argv[1]).read_text())
 store = EdgeStore(Path(args['root']))
 before = rss()
 for vector in args['vectors']:
     for box in args['mailboxes']:
         store.search(args['collection'], vector, match('mailbox_id', box), args['depth'])
-print(json.dumps({'before': before, 'after': rss()}))
+after = rss()
+print(json.dumps({'before': before['VmRSS'], 'after': after['VmRSS'],
+                  'anon': after['RssAnon'] - before['RssAnon'],
+                  'file': after['RssFile'] - before['RssFile']}))
 store.close()
 """
 
@@ -438,7 +444,10 @@ store.close()
 def edge_rss(root: Path, collection: str, mailboxes: Sequence[str],
              vectors: Sequence[Sequence[float]]) -> dict[str, int]:
     """RSS (bytes) a fresh process gains by opening the Edge shard and searching every
-    mailbox class with every query vector (the steady state of a searching owner)."""
+    mailbox class with every query vector (the steady state of a searching owner), and how
+    much of it is anonymous memory (``rss_anon``: heap, int8 vectors kept in RAM) and
+    file-backed pages (``rss_file``: mmapped segments and WAL, page cache the kernel can drop
+    and read again)."""
     args = root.parent / f".rss-{root.name}.json"  # the vectors are too long for argv
     args.write_text(json.dumps({"root": str(root), "collection": collection,
                                 "mailboxes": list(mailboxes),
@@ -446,7 +455,8 @@ def edge_rss(root: Path, collection: str, mailboxes: Sequence[str],
     done = subprocess.run([sys.executable, "-c", _RSS_CHILD, str(args)], capture_output=True,
                           text=True, check=True, timeout=900)
     found = json.loads(done.stdout.strip().splitlines()[-1])
-    return {"rss_before": int(found["before"]), "rss_after": int(found["after"])}
+    return {"rss_before": int(found["before"]), "rss_after": int(found["after"]),
+            "rss_anon": int(found["anon"]), "rss_file": int(found["file"])}
 
 
 def _proc_rss(pid: int) -> int:
@@ -803,6 +813,7 @@ def _edge_figures(root: Path, collection: str, boxes: Sequence[str],
     disk = _du(root / "collections" / collection)
     gained = rss["rss_after"] - rss["rss_before"]
     return {**rss, "rss_bytes": gained, "rss_bytes_per_point": gained / max(points, 1),
+            "rss_anon_bytes_per_point": rss["rss_anon"] / max(points, 1),
             "disk_bytes": disk, "disk_bytes_per_point": disk / max(points, 1)}
 
 
