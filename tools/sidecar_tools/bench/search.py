@@ -37,11 +37,8 @@ from search_api.query import (
     parse,
     vector_filter,
 )
-from search_api.query.more_like_this import (
-    LIKED_BODY_ANALYZER,
-    MLT_FIELDS,
-    more_like_this_body,
-)
+from search_api.query import more_like_this as mlt
+from search_api.query.more_like_this import LIKED_BODY_ANALYZER
 from search_api.service import DEPTH, HYBRID
 from search_api.similar import DEFAULT_TUNING
 from search_api.vector_search import to_filter
@@ -128,15 +125,24 @@ def raw_calls(
              if factories.fulltext_index(settings).has_analyzer(LIKED_BODY_ANALYZER) else None)
 
     def more_like_this(key: str) -> bool:
-        """The two ``more_like_this`` queries the API's (fused) similar mode adds."""
+        """The engine requests of the API's term rankings of "similar" (the liked message's
+        term vectors, its terms counted in the mailbox, the body+subject and subject-only
+        queries), as :func:`search_api.similar.liked_terms` and ``by_terms`` send them."""
         index = factories.fulltext_index(settings)
-        for fields in (MLT_FIELDS, ("subject",)):
-            body = more_like_this_body(
-                index=index.alias, doc_id=point_id(MessageRef(mb, key)), mailbox_id=mb,
-                thread_key=threads.get(key), size=DEFAULT_TUNING.depth, fields=fields,
-                liked_analyzer=liked,
-            )
-            index.client.search(index=index.alias, body=body, routing=mb)
+        doc_id = point_id(MessageRef(mb, key))
+        tf = mlt.liked_terms(index.term_vectors(
+            mb, doc_id, mlt.term_vectors_request(doc_id, mlt.MLT_FIELDS, liked)))
+        chosen = mlt.candidates(tf)
+        if not chosen:
+            return False
+        counts = index.search_response(mb, mlt.counts_body(mb, chosen))
+        best = mlt.best_terms(tf, chosen, counts)
+        for fields in (mlt.MLT_FIELDS, ("subject",)):
+            terms = [ft for ft in best if ft[0] in fields]
+            if terms:
+                body = mlt.terms_body(mailbox_id=mb, doc_id=doc_id, thread_key=threads.get(key),
+                                      terms=terms, size=DEFAULT_TUNING.depth)
+                index.client.search(index=index.alias, body=body, routing=mb)
         return True
 
     return {
