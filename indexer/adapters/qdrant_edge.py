@@ -75,8 +75,8 @@ def int8() -> qe.ScalarQuantizationConfig:
 def _search_params(exact: bool) -> qe.SearchParams:
     """Rescore with the originals (oversampling 2, as on the server); ``exact``: every
     matching point scored with the originals."""
-    if exact:
-        return qe.SearchParams(exact=True)
+    if exact:  # ``ignore``: an int8 shard's exact search would otherwise score in int8
+        return qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
     return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
 
 

@@ -121,7 +121,10 @@ INT8 = models.ScalarQuantization(
 # limit in int8 before rescoring (recall against exact search measured by bench-tenants).
 RESCORE = models.SearchParams(
     quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0))
-EXACT = models.SearchParams(exact=True)
+# Exact: every matching point scored with the float32 originals (``ignore``: an int8
+# collection's exact search would otherwise score in int8 and rescore only the best).
+EXACT = models.SearchParams(exact=True,
+                            quantization=models.QuantizationSearchParams(ignore=True))
 
 
 class ServerStore:
