@@ -26,11 +26,13 @@ from search_api.service import NotFound
 
 SEARCH = "/v1/mailboxes/{mailbox_id}/search"
 SIMILAR = "/v1/mailboxes/{mailbox_id}/messages/{message_key}/similar"
+CONTACTS = "/v1/mailboxes/{mailbox_id}/contacts"
 OPERATIONS = {  # renaming one renames a generated client's method: a breaking change
     ("/healthz", "get"): "healthz",
     ("/readyz", "get"): "readyz",
     (SEARCH, "get"): "searchMailbox",
     (SIMILAR, "get"): "similarMessages",
+    (CONTACTS, "get"): "mailboxContacts",
 }
 
 
@@ -71,7 +73,7 @@ def test_mailbox_routes_use_the_bearer_scheme(spec: dict[str, Any]) -> None:
         "scheme": "bearer",
         "description": spec["components"]["securitySchemes"]["bearer"]["description"],
     }
-    for path in (SEARCH, SIMILAR):
+    for path in (SEARCH, SIMILAR, CONTACTS):
         assert spec["paths"][path]["get"]["security"] == [{"bearer": []}]
         names = {p["name"] for p in spec["paths"][path]["get"]["parameters"]}
         assert "authorization" not in {n.lower() for n in names}  # not a header parameter
@@ -81,6 +83,7 @@ def test_every_answered_status_is_documented_and_no_422(spec: dict[str, Any]) ->
     answered = {
         SEARCH: {"200", "400", "401", "403", "413", "429", "500", "503"},
         SIMILAR: {"200", "400", "401", "403", "404", "500", "503"},
+        CONTACTS: {"200", "400", "401", "403", "500", "503"},
         "/readyz": {"200", "503"},
         "/healthz": {"200"},
     }
@@ -107,6 +110,9 @@ def test_the_answers_are_typed(spec: dict[str, Any]) -> None:
         assert name not in hit["required"] and "anyOf" not in hit["properties"][name]
     page = spec["components"]["schemas"]["SearchPage"]
     assert set(page["required"]) == {"hits", "next_cursor"}
+    assert "did_you_mean" in page["properties"]  # optional: left out on semantic searches
+    contact = spec["components"]["schemas"]["Contact"]
+    assert set(contact["required"]) == {"email", "name", "messages", "last_ts"}
 
 
 ROW = {"message_id": "<m@x>", "subject": 5, "ts": 1700000000, "clean_fallback": 1,
