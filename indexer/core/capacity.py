@@ -49,19 +49,20 @@ class Workload:
 
 @dataclass(frozen=True)
 class Measured:
-    """Our figures, calibrated on the 2,000- and 20,000-message ``bench-tenants`` runs of
-    2026-12-04 (Edge, int8 layout; a line through the two: per point + fixed) and validated
-    against the larger runs of docs/results/runs/2026-12-04-tenants.md; see
-    docs/operations/capacity.md for each source."""
+    """Our figures, calibrated on the ``bench-tenants`` runs of 2026-12-04 (Edge, int8
+    layout): the fixed costs from a line through a 2,000- and a 20,000-message run of
+    linux-mips-4k, the per-message and per-point figures from the 20,000-message calibration
+    run of linux-mips (the corpus of the larger runs they are validated against); see
+    docs/operations/capacity.md and docs/results/runs/2026-12-04-tenants.md."""
 
-    opensearch_bytes_per_message: float = 7_705.0  # primaries' store.size / documents (20k)
-    qdrant_rss_bytes_per_point: float = 2_917.0  # int8 layout, a searching owner process
+    opensearch_bytes_per_message: float = 11_604.0  # primaries' store.size / documents
+    qdrant_rss_bytes_per_point: float = 2_902.0  # int8 layout, a searching owner process
     qdrant_rss_fixed_bytes: float = 43.0e6  # what the store costs before its first point
-    qdrant_disk_bytes_per_point: float = 4_816.0  # int8 + originals + payload + indexes
+    qdrant_disk_bytes_per_point: float = 4_810.0  # int8 + originals + payload + indexes
     qdrant_disk_fixed_bytes: float = 149.0e6  # WAL and segment preallocation
     texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (benchmarks.md)
     bulk_docs_per_s_per_core: float = 80.0  # 163 docs/s on 2 busy shared cores (20k build)
-    api_cpu_s_per_search: float = 0.065  # API + OpenSearch CPU per request, mean of the modes
+    api_cpu_s_per_search: float = 0.045  # API + OpenSearch (+ Qdrant server) CPU per request
     dims: int = 384
 
 
