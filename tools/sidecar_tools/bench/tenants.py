@@ -788,6 +788,7 @@ def _storage(settings: Settings, opts: TenantOptions, run_dir: Path, index: Vect
         layouts["int8"]["points"] = points
     else:
         layouts["int8"] = _server_figures(settings, collection, boxes, vectors, points)
+        layouts["int8"]["points"] = points
         if opts.compare_float32:
             log("tenants: the same points into a float32 collection on a second server")
             stack = _server(run_dir, "qdrant-f32")
@@ -897,7 +898,7 @@ def markdown(result: Mapping[str, Any]) -> str:
                          if c in recalls.get(layout, {}))
         build_s = found.get("build_s", result.get("build", {}).get("vectors_upsert_s", 0)
                             + result.get("build", {}).get("vectors_settle_s", 0))
-        rows.append(f"| {layout} | {found.get('points', 0):,} | "
+        rows.append(f"| {layout} | {found.get('points', result.get('points', 0)):,} | "
                     f"{found['rss_bytes_per_point']:,.0f} | {found['disk_bytes_per_point']:,.0f} "
                     f"| {rec} | {build_s:.1f} |")
     return "\n".join(rows)
