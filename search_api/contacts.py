@@ -306,11 +306,13 @@ def contacts(b: Backends, mailbox: str, prefix: str, limit: int) -> ContactsPage
         sure += c.sure
     if not window:
         return ContactsPage(contacts=[])
+    # The names (their messages came with the proposals) are read beside the counts.
+    named = b.concurrently(_names, b, mailbox, window)
     answer = _ask(b, mailbox, counts_body(mailbox, [c.email for c in window]))
     buckets = ((answer.get("aggregations") or {}).get("c") or {}).get("buckets", {})
     for i, c in enumerate(window):
         c.messages = int((buckets.get(f"c{i}") or {}).get("doc_count", 0))
-    names = _names(b, mailbox, window)
+    names = named.result()
     words = _WORD.findall(folded)
     shown = [
         {"email": c.email, "name": names.get(c.email), "messages": c.messages,
