@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 from indexer.adapters import factories
 from indexer.adapters import vector_targets as vt
 from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import Embedder, build_embedder, model_catalog
+from indexer.adapters.embedder import Embedder, build_embedder, model_catalog, with_precision
 from indexer.adapters.opensearch import OpenSearchIndex
 from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError, VectorIndex
 from indexer.adapters.query_batch import QueryBatcher
@@ -224,8 +224,9 @@ class Backends:
 
     def query_embedder(self, target: ReadTarget) -> Embedder:
         """The encoder of the target collection: during a change of model, and after a
-        rollback, queries are embedded by the model that embedded the mail."""
-        if target.model == self.settings.embed_model:
+        rollback, queries are embedded by the model that embedded the mail (and at its
+        precision: ``target.model`` ends in ``#int8`` for an int8 collection)."""
+        if target.model == with_precision(self.settings.embed_model, self.settings.embed_precision):
             return self.embedder
         return build_embedder(self.settings, model=target.model)
 

@@ -109,3 +109,23 @@ def test_the_kernel_path_is_read_from_the_cpu_flags() -> None:
     assert kernel_path("flags\t: fpu avx2 avx_vnni\n") == "avx-vnni"
     assert kernel_path("flags\t: fpu sse4_2 avx2\n") == "avx2"
     assert kernel_path("flags\t: fpu sse4_2\n") == "other"
+
+
+@pytest.mark.parametrize(("configured", "collection_model", "want"), [
+    ("int8", "", "built:"),  # an int8 API reading a float32 collection embeds queries in float32
+    ("int8", "#int8", "configured"),
+    ("float32", "#int8", "built:#int8"),
+    ("float32", "", "configured"),
+])
+def test_queries_are_embedded_at_the_read_collections_precision(
+    monkeypatch: pytest.MonkeyPatch, configured: str, collection_model: str, want: str,
+) -> None:
+    from indexer.adapters import factories
+    from search_api import backends as backends_mod
+
+    monkeypatch.setattr(factories, "embedder", lambda settings: "configured")
+    monkeypatch.setattr(backends_mod, "build_embedder",
+                        lambda settings, model=None: f"built:{model}")
+    found = backends_mod.Backends(Settings(embed_precision=configured))  # type: ignore[arg-type]
+    target = backends_mod.ReadTarget("mail-x", collection_model)
+    assert str(found.query_embedder(target)) == want
