@@ -124,7 +124,7 @@ def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = Fa
     graph = graph_path(info, onnx_dir, info.precision)
     if info.precision == "int8":
         if (force or not graph.is_file()) and onnx_export.can_quantize():
-            fp32 = onnx_graph(base, onnx_dir, force=force)
+            fp32 = onnx_graph(base, onnx_dir)  # forced by the caller if wanted
             if fp32.is_file():
                 onnx_export.quantize(fp32, layout(info).transformer,
                                      info.max_seq_length or 512, graph)

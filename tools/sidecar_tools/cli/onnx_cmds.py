@@ -40,9 +40,13 @@ def export_onnx(
         raise typer.Exit(2)
     specs = models or list(dict.fromkeys((settings.embed_model, *settings.embed_models)))
     for spec in specs:
-        typer.echo(onnx_graph(spec, out or settings.embed_onnx_dir, force=force))
-        typer.echo(onnx_graph(with_precision(spec, "int8"), out or settings.embed_onnx_dir,
-                              force=force))
+        fp32 = onnx_graph(spec, out or settings.embed_onnx_dir, force=force)
+        int8 = onnx_graph(with_precision(spec, "int8"), out or settings.embed_onnx_dir,
+                          force=force)
+        # the float32 graph (the default encoder's) is the last line, which scripts that take
+        # "the graph" read (tests/integration/test_image.py)
+        typer.echo(int8)
+        typer.echo(fp32)
 
 
 def register(app: typer.Typer) -> None:
