@@ -239,6 +239,9 @@ class Embedder:
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Document vectors (the model's document/passage prompt, when it defines one), one
         batch at a time, each started only when no query is being encoded."""
+        if not texts:
+            return []
+        started = time.perf_counter()
         # longest first across the whole call, so each batch holds texts of like length
         order = sorted(range(len(texts)), key=lambda i: -len(texts[i]))
         rows: list[list[float]] = [[] for _ in texts]
@@ -249,6 +252,7 @@ class Embedder:
                                    self.info.document_prompt)
             for i, vector in zip(chunk, vectors, strict=True):
                 rows[i] = vector
+        self._observe(started, len(texts))
         return rows
 
     def embed_query(self, texts: Sequence[str]) -> list[list[float]]:
@@ -257,7 +261,10 @@ class Embedder:
         with self._queries_done:
             self._queries += 1
         try:
-            return self._encode(self.query_encoder(), texts, self.info.query_prompt)
+            started = time.perf_counter()
+            rows = self._encode(self.query_encoder(), texts, self.info.query_prompt)
+            self._observe(started, len(texts))
+            return rows
         finally:
             with self._queries_done:
                 self._queries -= 1
@@ -285,13 +292,17 @@ class Embedder:
                 ) -> list[list[float]]:
         if not texts:
             return []
-        started = time.perf_counter()
         vectors = np.asarray(encoder.encode(list(texts), prompt), dtype=np.float32)
         vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-        EMBED_SECONDS.observe(time.perf_counter() - started)
-        EMBED_BATCH.observe(len(texts))
-        EMBEDDED_TEXTS.inc(len(texts))
         return [list(map(float, row)) for row in vectors]
+
+    @staticmethod
+    def _observe(started: float, count: int) -> None:
+        """The metrics of one embedding call (not of each of its batches)."""
+        if count:
+            EMBED_SECONDS.observe(time.perf_counter() - started)
+            EMBED_BATCH.observe(count)
+            EMBEDDED_TEXTS.inc(count)
 
 
 def build_embedder(
