@@ -18,7 +18,8 @@ ROOT = Path(__file__).resolve().parents[2]
 DOCS = ROOT / "docs"
 
 FENCE = re.compile(r"^(```|~~~).*?^\1[^\n]*$", re.MULTILINE | re.DOTALL)
-INLINE_CODE = re.compile(r"`[^`\n]*`")
+# A code span may run over a line break, not over a blank line.
+INLINE_CODE = re.compile(r"`(?:[^`\n]|\n(?!\s*\n))*`")
 # [text](target) and ![alt](target); the target ends at whitespace (a title may follow) or ")".
 LINK = re.compile(r"!?\[[^\]]*\]\(\s*<?([^)\s>]+)>?(?:\s+\"[^\"]*\")?\s*\)")
 EXTERNAL = re.compile(r"^[a-z][a-z0-9+.-]*:", re.IGNORECASE)  # http:, https:, mailto:, ...
@@ -93,7 +94,8 @@ def planted(tmp_path: Path) -> Path:
     (docs / "results" / "runs" / "a.json").write_text("{}", encoding="utf-8")
     (docs / "results" / "runs" / "b.json").write_text("{}", encoding="utf-8")
     (docs / "results" / "runs" / "a.md").write_text(
-        "# A\n\nFigures: [a.json](a.json). Back to [the index](../../index.md#top).\n"
+        "# A\n\nFigures of `sidecar\nbench`: [`a.json`](a.json). Back to [the index]"
+        "(../../index.md#top).\n"
         "```bash\nsidecar bench --json b.json  # [not a link](b.json)\n```\n", encoding="utf-8")
     (docs / "index.md").write_text(
         "# Home\n\n[a run](results/runs/a.md), [gone](results/old.md), [web](https://x.org/y.md),"
