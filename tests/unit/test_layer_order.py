@@ -2,7 +2,7 @@
 
 Inside ``indexer/``, a module imports only from its own layer or the layers below it::
 
-    core  <  settings, logs, metrics  <  adapters  <  pipeline  <  sources, ops  <  cli
+    core  <  settings, logs, metrics, otel  <  adapters  <  pipeline  <  sources, ops  <  cli
 
 The indexer never imports ``search_api``; ``search_api`` sits above the adapters and never
 imports ``indexer.sources``, ``indexer.ops`` or ``indexer.cli`` (that it reaches
@@ -29,7 +29,8 @@ PACKAGES = ("indexer", "search_api")
 # Lowest first; modules of one entry are one layer and may import each other.
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("indexer.core",),
-    ("indexer.settings", "indexer.logs", "indexer.metrics"),
+    # configuration, logs, metrics, traces: the process's own concerns
+    ("indexer.settings", "indexer.logs", "indexer.metrics", "indexer.otel"),
     ("indexer.adapters",),
     ("indexer.pipeline",),
     ("indexer.sources", "indexer.ops"),
