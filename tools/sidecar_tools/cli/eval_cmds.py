@@ -11,7 +11,8 @@ import typer
 from indexer.settings import get_settings
 
 Corpora = Annotated[
-    Path, typer.Option(help="Folder of the corpora named by the suites (default: tests/data/corpora).")
+    Path, typer.Option(help="Folder of the corpora named by the suites "
+                       "(default: tests/data/corpora).")
 ]
 
 
