@@ -45,7 +45,7 @@ from indexer.settings import Settings
 
 MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 6  # mappings/messages-v6.json (v5 + prefix fields for phrase prefixes); older kept for reindex
+MAPPING_VERSION = 6  # mappings/messages-v6.json (v5 + phrase-prefix fields); older kept for reindex
 
 
 @lru_cache(maxsize=8)
