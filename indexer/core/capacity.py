@@ -13,7 +13,8 @@ the worker and API tasks (vCPU) and a monthly price, from two kinds of input:
 - **our measured figures** (:class:`Measured`): OpenSearch bytes per message on disk, Qdrant
   RSS and disk per point, texts embedded per second per core, CPU seconds per search, bulk
   documents per second per core; the defaults are the figures of
-  docs/results/runs/2026-12-04-tenants.md (``sidecar bench-tenants``) and docs/benchmarks.md.
+  docs/results/runs/2026-12-04-tenants.md (``sidecar bench-tenants``) and
+  docs/results/benchmarks.md.
 
 Every price is a named list price (:class:`Prices`), not a quote: check them before you rely
 on the total. docs/operations/capacity.md explains each rule and shows worked examples.
@@ -60,7 +61,7 @@ class Measured:
     qdrant_rss_fixed_bytes: float = 43.0e6  # what the store costs before its first point
     qdrant_disk_bytes_per_point: float = 4_810.0  # int8 + originals + payload + indexes
     qdrant_disk_fixed_bytes: float = 149.0e6  # WAL and segment preallocation
-    texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (benchmarks.md)
+    texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (results/benchmarks.md)
     bulk_docs_per_s_per_core: float = 80.0  # 163 docs/s on 2 busy shared cores (20k build)
     api_cpu_s_per_search: float = 0.045  # API + OpenSearch (+ Qdrant server) CPU per request
     dims: int = 384
