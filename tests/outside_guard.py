@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -21,14 +22,32 @@ _INSIDE = str(REPO) + os.sep
 OUTSIDE_READS: list[str] = []
 
 
+def _shared_roots() -> list[str]:
+    """Folders every process may read whatever sits beside the clone: the temp folder, the
+    home folder (caches), the Python installation."""
+    roots = {tempfile.gettempdir(), str(Path.home()), sys.prefix, sys.base_prefix}
+    return sorted(os.path.realpath(r) + os.sep for r in roots)
+
+
+_ALLOWED = _shared_roots()
+# Where the clone's parent is one of those folders or inside one (a clone in /tmp/x), or the
+# root, what lies beside the clone is the machine's, not a workplace folder: nothing to check.
+ACTIVE = REPO.parent != Path(REPO.anchor) and not any(_BESIDE.startswith(r) for r in _ALLOWED)
+
+
 class OutsideRepositoryRead(RuntimeError):
     """A test opened a file beside the repository, which a user's clone does not have."""
 
 
 def outside_repository(path: str) -> bool:
-    """Whether ``path`` lies beside the repository (under its parent, not inside it)."""
+    """Whether ``path`` lies beside the repository (under its parent, not inside it, and not
+    in the temp, home or Python folders)."""
+    if not ACTIVE:
+        return False
     full = os.path.abspath(path)
-    return full.startswith(_BESIDE) and not (full + os.sep).startswith(_INSIDE)
+    if not full.startswith(_BESIDE) or (full + os.sep).startswith(_INSIDE):
+        return False
+    return not any((full + os.sep).startswith(root) for root in _ALLOWED)
 
 
 def _audit_open(event: str, args: tuple[Any, ...]) -> None:
