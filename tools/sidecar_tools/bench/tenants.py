@@ -117,6 +117,9 @@ class TenantOptions:
     queries: int = 20  # per mode and class
     compare_float32: bool = True
     workdir: Path = Path(".sidecar/bench")
+    # purge the whale while the mid-size and small mailboxes are searched (server backend
+    # only: the embedded store's one owner is the API, so a purge cannot run beside it)
+    purge: bool = False
 
 
 # --- the skew ----------------------------------------------------------------------------------
@@ -633,6 +636,53 @@ def measure_latency(settings: Settings, work: Mapping[str, ClassWork], opts: Ten
     return out
 
 
+def _searching(api: ApiProcess, work: Mapping[str, ClassWork], until: Callable[[], bool]
+               ) -> dict[str, dict[str, float]]:
+    """One client searching the mid-size and small mailboxes (full text and semantic, in
+    turn) until ``until()``; p50/p99 (ms) per class."""
+    callers = [(cls, _caller(api, work[cls], mode), work[cls].inputs[mode])
+               for cls in ("mid", "small") for mode in ("fulltext", "semantic")]
+    samples: dict[str, list[float]] = {"mid": [], "small": []}
+    n = 0
+    while not until():
+        cls, call, inputs = callers[n % len(callers)]
+        began = time.perf_counter()
+        if call(inputs[(n // len(callers)) % len(inputs)]):
+            samples[cls].append((time.perf_counter() - began) * 1000)
+        n += 1
+    return {cls: {"p50_ms": percentile(v, 50), "p99_ms": percentile(v, 99), "calls": len(v)}
+            for cls, v in samples.items()}
+
+
+def measure_purge(settings: Settings, work: Mapping[str, ClassWork], opts: TenantOptions,
+                  run_dir: Path, log: Log) -> dict[str, Any]:
+    """``sidecar purge`` of the whale while one client searches the others: their p99 before
+    (``search_seconds``) and during, and how long the purge took."""
+    api = start_api(settings, [w.mailbox for w in work.values()], run_dir / "api-purge.log")
+    try:
+        for cls in ("mid", "small"):  # warm-up
+            for mode in ("fulltext", "semantic"):
+                _caller(api, work[cls], mode)(work[cls].inputs[mode][0])
+        stop_at = time.monotonic() + opts.search_seconds
+        quiet = _searching(api, work, lambda: time.monotonic() > stop_at)
+        env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
+        began = time.perf_counter()
+        with (run_dir / "purge.log").open("ab") as sink:
+            purge = subprocess.Popen(
+                [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox",
+                 work["whale"].mailbox, "--json"], env=env, stdout=sink, stderr=sink)
+        during = _searching(api, work, lambda: purge.poll() is not None)
+        duration = time.perf_counter() - began
+        log(f"tenants: purge of the whale took {duration:.1f} s (exit {purge.returncode})")
+        left = build_opensearch(settings).count(
+            index=settings.opensearch_index, routing=work["whale"].mailbox,
+            body={"query": {"term": {"mailbox_id": work["whale"].mailbox}}})["count"]
+        return {"duration_s": duration, "exit_code": purge.returncode, "quiet": quiet,
+                "during": during, "whale_documents_left": int(left)}
+    finally:
+        stop_api(api)
+
+
 def _cpu(settings: Settings, api_pid: int, server_pid: int | None) -> dict[str, float]:
     found = {"api": _proc_cpu_s(api_pid), "opensearch": _node_cpu_s(settings)}
     if server_pid is not None:
@@ -726,6 +776,8 @@ def run(opts: TenantOptions, base: Settings, log: Log) -> dict[str, Any]:
         server_pid = _server_pid(settings) if opts.backend == "server" else None
         if opts.search_seconds > 0:  # 0: structure only (the CI test)
             out["latency"] = measure_latency(settings, work, opts, run_dir, server_pid, log)
+        if opts.purge and opts.backend == "server":
+            out["purge"] = measure_purge(settings, work, opts, run_dir, log)
     finally:
         factories.vector_index.cache_clear()
         for stack in reversed(servers):

@@ -306,6 +306,8 @@ def bench_tenants(
     queries: Annotated[int, typer.Option(min=1, help="Queries per mode and class.")] = 20,
     float32: Annotated[bool, typer.Option(help="Also build the float32 layout beside the "
                                           "int8 one (RSS, disk, recall side by side).")] = True,
+    purge: Annotated[bool, typer.Option(help="Then purge the whale while the others are "
+                                        "searched (--backend server only).")] = False,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
     workdir: Annotated[Path, typer.Option(help="Cache and scratch space.")] = Path(
         ".sidecar/bench"
@@ -321,7 +323,7 @@ def bench_tenants(
         raise typer.BadParameter("--backend is edge or server")
     opts = TenantOptions(corpus, messages, mailboxes, whale_share, mid_mailboxes, mid_share,
                          distinct, backend, shards, clients, search_seconds, queries, float32,
-                         workdir)
+                         workdir, purge)
     result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
