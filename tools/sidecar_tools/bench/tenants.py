@@ -68,6 +68,7 @@ from indexer.adapters import aws, factories
 from indexer.adapters.embedder import build_embedder
 from indexer.adapters.opensearch import build_client as build_opensearch
 from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.tables import init_tables
 from indexer.core.documents import (
     MessageState,
     Participant,
@@ -87,7 +88,6 @@ from sidecar_tools.bench.timing import closed_loop, peak_rss_mib, percentile
 from sidecar_tools.writer.files import Rejected, read_emails
 from sidecar_tools.writer.mapping import MessageItems, to_items
 from sidecar_tools.writer.parse import InvalidEmail
-from sidecar_tools.writer.store import create_table
 
 Log = Callable[[str], None]
 CLASSES = ("whale", "mid", "small")
@@ -351,7 +351,7 @@ def write_rows(settings: Settings, rows: Sequence[MessageItems]) -> float:
     ~10 messages/s whole."""
     began = time.perf_counter()
     ddb = aws.client(settings, "dynamodb")
-    create_table(ddb, settings.table)
+    init_tables(ddb, settings, mail_table=True)  # as `sidecar init --mail-table`: mail + state
     ddb.get_waiter("table_exists").wait(TableName=settings.table)
     requests = [{"PutRequest": {"Item": {k: _SER.serialize(v) for k, v in item.items()}}}
                 for items in rows
@@ -784,8 +784,9 @@ def run(opts: TenantOptions, base: Settings, log: Log) -> dict[str, Any]:
             stack.__exit__(None, None, None)
         build_opensearch(base).indices.delete(index=f"{name}*", ignore_unavailable=True,
                                               expand_wildcards="all")
-        with contextlib.suppress(Exception):  # a table never made: nothing to delete
-            aws.client(base, "dynamodb").delete_table(TableName=name)
+        for table in (name, f"{name}-state"):
+            with contextlib.suppress(Exception):  # a table never made: nothing to delete
+                aws.client(base, "dynamodb").delete_table(TableName=table)
         shutil.rmtree(run_dir, ignore_errors=True)
     out["wall_s"] = time.perf_counter() - started
     return out
