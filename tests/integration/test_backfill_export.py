@@ -93,6 +93,12 @@ def test_export_is_requested_awaited_resumed_and_replayed(
     bucket = f"ex-{settings.table[2:]}"
     s3.create_bucket(Bucket=bucket)
 
+    # `sidecar init --mail-table` turns point-in-time recovery on; a writer's table may have it
+    # off, which the export refuses in words
+    ddb.update_continuous_backups(
+        TableName=settings.table,
+        PointInTimeRecoverySpecification={"PointInTimeRecoveryEnabled": False},
+    )
     refused = _cli(settings, bucket)
     assert refused.returncode == 2
     assert "point-in-time recovery is off" in refused.stderr
