@@ -506,12 +506,15 @@ def stop_api(api: ApiProcess) -> float:
 
 
 def start_api(settings: Settings, mailboxes: Sequence[str], log: Path) -> ApiProcess:
-    """``sidecar serve`` with a bench-only token for the searched mailboxes."""
+    """``sidecar serve`` with a bench-only token for the searched mailboxes, its per-caller
+    limits lifted (the clients stand for many users: :data:`search.BENCH_LIMITS`)."""
+    from sidecar_tools.bench.search import BENCH_LIMITS
+
     port = _free_port()
     token = "bench-" + os.urandom(12).hex()
     env = {**os.environ, **to_env(settings), "SIDECAR_API_PORT": str(port),
            "SIDECAR_API_TOKENS": json.dumps({token_hash(token): list(mailboxes)}),
-           "HF_HUB_OFFLINE": "1"}
+           "HF_HUB_OFFLINE": "1", **BENCH_LIMITS}
     with log.open("ab") as sink:
         proc = subprocess.Popen([sys.executable, "-m", "indexer.cli.main", "serve"], env=env,
                                 stdout=sink, stderr=sink, start_new_session=True)
