@@ -29,10 +29,12 @@ def _shared_roots() -> list[str]:
     return sorted(os.path.realpath(r) + os.sep for r in roots)
 
 
-_ALLOWED = _shared_roots()
-# Where the clone's parent is one of those folders or inside one (a clone in /tmp/x), or the
-# root, what lies beside the clone is the machine's, not a workplace folder: nothing to check.
-ACTIVE = REPO.parent != Path(REPO.anchor) and not any(_BESIDE.startswith(r) for r in _ALLOWED)
+# Those of them inside the clone's parent folder (a home at /work/home beside /work/main) are
+# read freely; one above it (the temp folder of a clone in /tmp/ci/main) changes nothing.
+_ALLOWED = [root for root in _shared_roots() if root.startswith(_BESIDE)]
+# Where the clone's parent is itself one of those folders (a clone in /tmp or in the home
+# folder) or the root, what lies beside the clone is the machine's: nothing to check.
+ACTIVE = REPO.parent != Path(REPO.anchor) and _BESIDE not in _shared_roots()
 
 
 class OutsideRepositoryRead(RuntimeError):
