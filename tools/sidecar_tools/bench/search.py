@@ -133,8 +133,8 @@ def raw_calls(
         tf = mlt.liked_terms(index.term_vectors(
             mb, doc_id, mlt.term_vectors_request(doc_id, mlt.MLT_FIELDS, liked)))
         chosen = mlt.candidates(tf)
-        if not chosen:
-            return False
+        if not chosen:  # no terms (no body and subject): the API asks nothing more either
+            return True
         counts = index.search_response(mb, mlt.counts_body(mb, chosen))
         best = mlt.best_terms(tf, chosen, counts)
         for fields in (mlt.MLT_FIELDS, ("subject",)):
