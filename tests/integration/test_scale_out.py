@@ -245,8 +245,10 @@ def test_two_workers_two_apis(stack: Stack, tmp_path: Path) -> None:
         assert replica.status_code == 503 and replica.headers["Retry-After"] == "5"
         assert replica.json() == {"detail": "qdrant is unavailable"}
     ready = [httpx.get(f"http://127.0.0.1:{p}/readyz", timeout=10).json() for p in stack.api_ports]
-    assert ready[0] == {"ready": True, "failing": [], "skipped": []}
-    assert ready[1] == {"ready": True, "failing": [], "skipped": ["qdrant"]}
+    assert ready[0] == {"ready": True, "failing": [], "skipped": [],
+                        "serving": ["fulltext", "semantic"]}
+    assert ready[1] == {"ready": True, "failing": [], "skipped": ["qdrant"],
+                        "serving": ["fulltext"]}
 
     # Re-delivery of every record: applied again once each, nothing embedded.
     queries_embedded = _samples(stack.api_metrics_ports[0])[EMBEDDED]
