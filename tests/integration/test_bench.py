@@ -108,15 +108,15 @@ def _assert_runtimes(result: dict[str, Any], own: str) -> None:
         assert f"| {row['runtime']} | {row['dtype']} | {row['encoder_texts_per_s']:,.1f} " in table
 
 
-def test_bench_scale_smoke(settings: Settings) -> None:
+def _bench_scale_smoke(settings: Settings, *, server: bool) -> dict[str, Any]:
     """``sidecar bench-scale`` at 60 messages x 3: the engines hold every copy, and the API,
     measured over them, answers every mode without error."""
     from sidecar_tools.bench.scale import ScaleOptions
     from sidecar_tools.bench.scale import run as run_scale
 
     opts = ScaleOptions(REAL_MAIL, 60, copies=2, search_seconds=1.0, clients=2, raw_seconds=0.5,
-                        workdir=Path(".sidecar/bench"))
-    result = plain(run_scale(opts, settings, lambda line: None))
+                        workdir=Path(".sidecar/bench"), server=server)
+    result: dict[str, Any] = plain(run_scale(opts, settings, lambda line: None))
     assert result["pipeline"]["dead_lettered"] == 0
     assert result["indexed_documents"] == 60 * 3 == 60 + result["documents_copied"]
     assert result["points_copied"] == 2 * result["points_original"] > 0
@@ -124,3 +124,15 @@ def test_bench_scale_smoke(settings: Settings) -> None:
         assert lat["calls"] > 0 and lat["errors"] == 0, mode
     for call, lat in result["raw"].items():  # the engine calls the overhead target subtracts
         assert lat["calls"] > 0 and lat["errors"] == 0, call
+    return result
+
+
+def test_bench_scale_smoke(settings: Settings) -> None:
+    """The embedded (Edge) layout alone: what a clone without a Qdrant server measures."""
+    _bench_scale_smoke(settings, server=False)
+
+
+@pytest.mark.qdrant_server
+def test_bench_scale_smoke_beside_a_qdrant_server(settings: Settings) -> None:
+    """Both layouts, the server's figures beside the embedded ones."""
+    _bench_scale_smoke(settings, server=True)
