@@ -26,6 +26,7 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
+from search_api.query import weights
 from search_api.query.opensearch import MAILBOX_FIELD, sort_spec
 
 BODY_FIELD = "clean"
@@ -81,16 +82,8 @@ def candidates(tf: Mapping[FieldTerm, int], limit: int = CANDIDATE_TERMS) -> lis
 
 def counts_body(mailbox_id: str, chosen: list[FieldTerm]) -> dict[str, Any]:
     """How many of the mailbox's messages hold each chosen term (and how many it has)."""
-    if not mailbox_id:
-        raise ValueError("mailbox_id is required: every search is confined to one mailbox")
-    filters = {f"t{i}": {"term": {field: {"value": term}}} for i, (field, term) in
-               enumerate(chosen)}
-    return {
-        "size": 0,
-        "track_total_hits": True,
-        "query": {"bool": {"filter": [{"term": {MAILBOX_FIELD: mailbox_id}}]}},
-        "aggs": {"df": {"filters": {"filters": filters}}},
-    }
+    return weights.counts_body(mailbox_id, {
+        f"t{i}": {"term": {field: {"value": term}}} for i, (field, term) in enumerate(chosen)})
 
 
 def idf(total: int, matching: int) -> float:

@@ -43,12 +43,19 @@ def stats_body(node: Node, mailbox_id: str) -> Query | None:
     found = words(node)
     if len(found) < 2:
         return None
-    filters = {f"w{i}": clause(Term(w)) for i, w in enumerate(found)}
+    return counts_body(mailbox_id, {f"w{i}": clause(Term(w)) for i, w in enumerate(found)})
+
+
+def counts_body(mailbox_id: str, filters: Mapping[str, Query]) -> Query:
+    """How many of the mailbox's messages match each named clause, and how many it has: one
+    ``size: 0`` request under the mailbox filter (the only counts the API ranks by)."""
+    if not mailbox_id:
+        raise ValueError("mailbox_id is required: every search is confined to one mailbox")
     return {
         "size": 0,
         "track_total_hits": True,
         "query": {"bool": {"filter": [{"term": {MAILBOX_FIELD: mailbox_id}}]}},
-        "aggs": {"df": {"filters": {"filters": filters}}},
+        "aggs": {"df": {"filters": {"filters": dict(filters)}}},
     }
 
 
