@@ -131,7 +131,13 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
     try:
         wait_for(lambda: len(statuses) >= len(threads), timeout=60,
                  message=lambda: f"the hostile load has not started: {statuses}")
-        loaded = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(120)]  # type: ignore[arg-type]
+        # 120 of tenant B's searches, and more while the gate has let fewer than 11 hostile
+        # ones run (at 2 a second, the window must be long enough for the load to be real)
+        loaded: list[float] = []
+        until = time.monotonic() + 60
+        while len(loaded) < 120 or (
+                statuses.count(200) + statuses.count(400) <= 10 and time.monotonic() < until):
+            loaded.append(timed(api, token=TOKEN_B, **simple)[0])  # type: ignore[arg-type]
     finally:
         stop.set()
         for t in threads:
@@ -141,5 +147,7 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
           f"{loaded_p99 * 1000:.1f} ms ({loaded_p99 / quiet_p99:.2f}x); hostile statuses "
           f"{ {s: statuses.count(s) for s in set(statuses)} }")
     assert 500 not in statuses and 503 not in statuses
-    assert statuses.count(200) > 10  # the load was real
+    # the load was real: searches the engine ran (a 400 here is one stopped at its budget,
+    # after running for all of it); the gate refuses the rest with 429
+    assert statuses.count(200) + statuses.count(400) > 10, statuses
     assert loaded_p99 <= 2 * quiet_p99, (quiet_p99, loaded_p99)
