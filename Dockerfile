@@ -60,7 +60,7 @@ RUN --mount=type=bind,target=/context mkdir -p /onnx && case ",$EXTRAS,$ONNX_FRO
       && uv pip install --python /tmp/export-env/bin/python --require-hashes -r /tmp/export.txt \
       && uv pip install --python /tmp/export-env/bin/python --no-deps /out/dist/*.whl \
       && HF_HUB_OFFLINE=1 /tmp/export-env/bin/python -c "from pathlib import Path; \
-from indexer.adapters.embedder import onnx_graph; print(onnx_graph('', Path('/onnx')))" \
+from indexer.adapters.embedding.embedder import onnx_graph; print(onnx_graph('', Path('/onnx')))" \
       && rm -rf /tmp/export-env ;; esac
 
 FROM ${PYTHON_IMAGE}
@@ -91,7 +91,7 @@ RUN pip install --no-cache-dir --no-deps /tmp/build/dist/*.whl \
 RUN runtimes=; case ",$EXTRAS," in *,vectors,*) runtimes=onnx;; esac; \
     case ",$EXTRAS," in *,torch,*) runtimes="$runtimes torch";; esac; \
     for rt in $runtimes; do \
-      python -c "import os, pathlib; from indexer.adapters.embedder import Embedder; \
+      python -c "import os, pathlib; from indexer.adapters.embedding.embedder import Embedder; \
 e = Embedder(max_tokens=256, threads=1, batch_size=1, dtype='float32', runtime='$rt', \
 onnx_dir=pathlib.Path(os.environ['SIDECAR_EMBED_ONNX_DIR'])); \
 assert len(e.embed(['image build check'])[0]) == 384" || exit 1; done

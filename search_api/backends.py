@@ -23,12 +23,17 @@ from functools import cached_property
 from typing import Any, TypeVar
 
 from indexer.adapters import factories
-from indexer.adapters import vector_targets as vt
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import Embedder, build_embedder, model_catalog, with_precision
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError, VectorIndex
-from indexer.adapters.query_batch import QueryBatcher
+from indexer.adapters.dynamodb.store import DynamoStore
+from indexer.adapters.embedding.embedder import (
+    Embedder,
+    build_embedder,
+    model_catalog,
+    with_precision,
+)
+from indexer.adapters.embedding.query_batch import QueryBatcher
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.qdrant import targets as vt
+from indexer.adapters.qdrant.index import LegacyStoreError, StoreBusyError, VectorIndex
 from indexer.core.errors import TransientError
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
@@ -232,7 +237,7 @@ class Backends:
 
     def embed_query(self, text: str, target: ReadTarget) -> list[float]:
         """The query's vector by the target collection's model, encoded in one pass with the
-        other requests' queries that wait (:mod:`indexer.adapters.query_batch`)."""
+        other requests' queries that wait (:mod:`indexer.adapters.embedding.query_batch`)."""
         embedder = self.query_embedder(target)
         with self._model_lock:
             batcher = self._batchers.get(id(embedder))

@@ -48,8 +48,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any
 
-from indexer.adapters import aws
-from indexer.adapters.participants import ParticipantStore
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.participants import ParticipantStore
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings

@@ -24,7 +24,7 @@ import logging
 import re
 from dataclasses import dataclass
 
-from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
 from indexer.metrics import INDEX_MAPPING_VERSION
 
 log = logging.getLogger(__name__)

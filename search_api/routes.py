@@ -15,7 +15,7 @@ from typing import Annotated, Any, Literal
 from fastapi import APIRouter, Depends, HTTPException, Query, Request, Response
 from fastapi.security import HTTPAuthorizationCredentials
 
-from indexer.adapters.tables import MissingTableError
+from indexer.adapters.dynamodb.tables import MissingTableError
 from indexer.metrics import API_COMPONENT_READY as COMPONENT_READY
 from search_api import contacts as contact_list
 from search_api import limits, service

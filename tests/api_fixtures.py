@@ -16,7 +16,8 @@ from typing import Any
 
 import httpx
 
-from indexer.adapters import aws, factories
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
 from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash

@@ -82,7 +82,7 @@ def _drop_indices(settings: Settings, prefix: str) -> None:
     as it is (a test that stops it runs a private one)."""
     from opensearchpy.exceptions import OpenSearchException
 
-    from indexer.adapters.opensearch import build_client
+    from indexer.adapters.opensearch.index import build_client
 
     with contextlib.suppress(OpenSearchException):
         build_client(settings).indices.delete(
@@ -93,7 +93,7 @@ def _drop_indices(settings: Settings, prefix: str) -> None:
 @pytest.fixture
 def ddb(settings: Settings) -> Any:
     """A DynamoDB client on the stack's moto server."""
-    from indexer.adapters.aws import client
+    from indexer.adapters.aws.clients import client
 
     return client(settings, "dynamodb")
 

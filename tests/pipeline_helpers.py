@@ -9,11 +9,12 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters import aws, factories
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.qdrant import VectorIndex, build_store
-from indexer.adapters.streams import export_records
-from indexer.adapters.tables import init_tables
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.streams import export_records
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.documents import text_hash
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
 from indexer.pipeline.dispatch import ingestor
@@ -82,7 +83,7 @@ def embedded_hash(item: dict[str, Any], recipe: Recipe = DEFAULT_RECIPE) -> str 
 
 def table_messages(ddb: Any, table: str, mailbox: str) -> dict[str, dict[str, Any]]:
     """Message items of a mailbox by message_key (GSI1, paged)."""
-    from indexer.adapters.dynamo_io import plain
+    from indexer.adapters.aws.io import plain
 
     found: dict[str, dict[str, Any]] = {}
     kwargs: dict[str, Any] = {

@@ -13,7 +13,8 @@ from typing import Any
 
 from boto3.dynamodb.types import TypeSerializer
 
-from indexer.adapters import aws, factories
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
 from indexer.core.documents import MessageState, Participant, search_document
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings

@@ -1,6 +1,6 @@
 """Redis, the Celery broker: one client per process, the classification of its errors, and
 the queue gauges read from it at scrape time (with the dead-letter count, read from the
-sidecar's DynamoDB table: :mod:`indexer.adapters.dlq`).
+sidecar's DynamoDB table: :mod:`indexer.adapters.dynamodb.dlq`).
 
 The broker is one server (``redis://``: a single node, or an ElastiCache replication group's
 primary endpoint, whose DNS name moves to the promoted replica on a failover) or a master
@@ -31,7 +31,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.sentinel import Sentinel
 
-from indexer.adapters.dlq import dead_letters
+from indexer.adapters.dynamodb.dlq import dead_letters
 from indexer.core.errors import ErrorKind
 from indexer.settings import Settings
 

@@ -6,7 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from indexer.adapters import broker, dynamo_io, opensearch, qdrant_server
+from indexer.adapters import broker
+from indexer.adapters.aws import io as dynamo_io
+from indexer.adapters.opensearch import index as opensearch
+from indexer.adapters.qdrant import server as qdrant_server
 from indexer.core.errors import ErrorKind, kind_of
 
 _ENGINES: tuple[Callable[[BaseException], ErrorKind | None], ...] = (

@@ -11,14 +11,14 @@ from collections.abc import Callable
 from functools import lru_cache
 from typing import Generic, TypeVar
 
-from indexer.adapters import aws
+from indexer.adapters.aws import clients as aws
 from indexer.adapters.broker import redis_client
-from indexer.adapters.dlq import dead_letters
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import Embedder, build_embedder, model_info, with_precision
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.dynamodb.dlq import dead_letters
+from indexer.adapters.dynamodb.store import DynamoStore
+from indexer.adapters.embedding.embedder import Embedder, build_embedder, model_info, with_precision
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.opensearch.index import build_client as build_opensearch
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.settings import Settings
 
 __all__ = [

@@ -26,8 +26,8 @@ def init(
     ] = False,
 ) -> None:
     """Create the sidecar's table `<table>-sidecar` (SIDECAR_STATE_TABLE) if missing."""
-    from indexer.adapters import aws
-    from indexer.adapters.tables import init_tables
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.dynamodb.tables import init_tables
 
     settings = get_settings()
     done = init_tables(aws.client(settings, "dynamodb"), settings, mail_table=mail_table)

@@ -18,7 +18,7 @@ import typer
 from pydantic import ValidationError
 
 from indexer import logs, otel
-from indexer.adapters import aws_audit
+from indexer.adapters.aws import audit as aws_audit
 from indexer.cli import (
     backfill_cmds,
     init_cmds,

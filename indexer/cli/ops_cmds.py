@@ -23,8 +23,8 @@ T = TypeVar("T")
 def _or_exit(operation: Callable[[], T]) -> T:
     """Run an operation; an engine that cannot be used ends the command with status 2 and
     one line saying why (the embedded Qdrant store owned by another process, an engine down)."""
-    from indexer.adapters.qdrant import LegacyStoreError, StoreBusyError
-    from indexer.adapters.qdrant_server import QdrantAuthError
+    from indexer.adapters.qdrant.index import LegacyStoreError, StoreBusyError
+    from indexer.adapters.qdrant.server import QdrantAuthError
     from indexer.core.errors import TransientError
 
     try:

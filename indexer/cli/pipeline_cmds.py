@@ -104,7 +104,7 @@ def ingest(
     """Feed exported stream records (Lambda batches, Kinesis records, JSON lines) to the workers.
 
     Exits 1 when any record or message was dead-lettered (``sidecar dlq list``), else 0."""
-    from indexer.adapters.aws import client
+    from indexer.adapters.aws.clients import client
     from indexer.pipeline.dispatch import ingestor
     from indexer.sources.files import read_sources
 

@@ -17,9 +17,9 @@ def _fail(message: str) -> typer.Exit:
 
 def check_config(settings: Settings) -> None:
     """AWS region and OpenSearch authentication settings (no network call)."""
-    from indexer.adapters.aws import AwsConfigError
-    from indexer.adapters.aws import session as aws_session
-    from indexer.adapters.opensearch_auth import OpenSearchConfigError, client_options
+    from indexer.adapters.aws.clients import AwsConfigError
+    from indexer.adapters.aws.clients import session as aws_session
+    from indexer.adapters.opensearch.auth import OpenSearchConfigError, client_options
 
     try:
         aws_session(settings)
@@ -30,8 +30,8 @@ def check_config(settings: Settings) -> None:
 
 def require_tables(settings: Settings, *, mail: bool = True, state: bool = True) -> None:
     """The configuration, then the tables: stop with a one-line error when one is missing."""
-    from indexer.adapters import aws
-    from indexer.adapters.tables import MissingTableError, needed, require
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.dynamodb.tables import MissingTableError, needed, require
 
     check_config(settings)
     try:
@@ -45,7 +45,7 @@ def require_encoder(settings: Settings) -> None:
     ``SIDECAR_EMBED_RUNTIME``, which the base distribution does not install: without it, one
     line naming the extra (``[vectors]`` for onnx, ``[torch]``) instead of an ImportError in
     the middle of the first batch."""
-    from indexer.adapters.embedder import encoder_problem
+    from indexer.adapters.embedding.embedder import encoder_problem
 
     for spec in dict.fromkeys((settings.embed_model, *settings.embed_models)):
         problem = encoder_problem(settings.embed_runtime, spec, settings.embed_onnx_dir)

@@ -10,7 +10,7 @@ from typing import Annotated
 
 import typer
 
-from indexer.adapters.state import ShardCheckpoint
+from indexer.adapters.dynamodb.state import ShardCheckpoint
 from indexer.cli.preflight import require_tables
 from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
@@ -83,10 +83,10 @@ def build_tailer(
     dead-letter functions are built once; each page gets a fresh Ingestor so waiting for it
     covers exactly that page's tasks.
     """
-    from indexer.adapters import aws
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.aws.streams import latest_stream_arn
     from indexer.adapters.broker import lost_task_check
-    from indexer.adapters.state import Lease, ShardCheckpointStore
-    from indexer.adapters.streams import latest_stream_arn
+    from indexer.adapters.dynamodb.state import Lease, ShardCheckpointStore
     from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
     from indexer.pipeline.ingest import Ingestor
 

@@ -1,7 +1,7 @@
 """The embedded text of a message: which of its fields the vector is made from (its *recipe*).
 
 Pure functions over plain strings. A recipe is named in the collection that holds its vectors
-(:func:`indexer.adapters.vector_targets.collection_for`), so every worker knows from a target's
+(:func:`indexer.adapters.qdrant.targets.collection_for`), so every worker knows from a target's
 name which text to embed, and changing the recipe is a ``sidecar reindex --vectors``.
 
 - ``forai``: the message's ``forai`` text alone (the only text embedded before recipes).

@@ -1,8 +1,8 @@
 """The vector store port: what the sync, the API, reconcile, purge and the vectors reindex need
 from a vector engine, in the engine's own terms but with no client library.
 
-Two adapters implement it (``indexer.adapters.qdrant_edge``: Qdrant's engine embedded in the
-process; ``indexer.adapters.qdrant_server``: qdrant-client against a Qdrant server). A
+Two adapters implement it (``indexer.adapters.qdrant.edge``: Qdrant's engine embedded in the
+process; ``indexer.adapters.qdrant.server``: qdrant-client against a Qdrant server). A
 "collection" is a name; an alias is a name that resolves to one collection, and every method
 taking a collection also takes an alias. Point ids are UUID strings. Filters are the small pure
 structure below, so the API can build one from a query without touching an engine.

@@ -12,11 +12,11 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 
 from indexer.adapters import factories
-from indexer.adapters import vector_targets as vt
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import model_catalog, model_info
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.dynamodb.store import DynamoStore
+from indexer.adapters.embedding.embedder import model_catalog, model_info
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.qdrant import targets as vt
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 from indexer.settings import Settings
 

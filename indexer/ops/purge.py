@@ -2,7 +2,7 @@
 
 What names a mailbox on the sidecar's side, and is removed:
 - OpenSearch: its documents in every index of the family (delete-by-query, refreshed; on
-  Serverless search + bulk delete, :mod:`indexer.adapters.opensearch_serverless`);
+  Serverless search + bulk delete, :mod:`indexer.adapters.opensearch.serverless`);
 - Qdrant: its points (filter delete) and the cached vectors of ``forai`` texts no other
   mailbox's point still uses (a vector is derived from the mail's text, even though a cache
   entry is keyed by content hash only);
@@ -21,7 +21,7 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from indexer.adapters import factories
-from indexer.adapters.dlq import remove_task_results
+from indexer.adapters.dynamodb.dlq import remove_task_results
 from indexer.ops.engines import open_engines
 from indexer.settings import Settings
 

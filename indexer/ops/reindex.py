@@ -40,9 +40,10 @@ from dataclasses import dataclass, field
 from itertools import islice
 from typing import Any
 
-from indexer.adapters import aws, factories
-from indexer.adapters.dynamo import message_items
-from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.store import message_items
+from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
 from indexer.core.plan import MessageRef
 from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send

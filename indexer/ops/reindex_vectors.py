@@ -3,7 +3,7 @@
 The same shape as the full-text reindex (:mod:`indexer.ops.reindex`, whose argument for "no
 update is lost" holds word for word: every vectors batch reads its targets afresh, see
 :mod:`indexer.pipeline.vector_sync`). A new collection (``<prefix>-<model>[-t<N>][-<recipe>]``:
-another model, truncation or embedded text, see :mod:`indexer.adapters.vector_targets`) joins
+another model, truncation or embedded text, see :mod:`indexer.adapters.qdrant.targets`) joins
 the write alias ``<prefix>-vectors-write``; a consistent Scan of
 the table sends every message through the normal vectors task, which embeds for each target
 with that target's encoder (its own cache: vectors differ by encoder); points per mailbox
@@ -23,8 +23,8 @@ import time
 from collections import Counter
 from typing import Any
 
-from indexer.adapters import aws
-from indexer.adapters.dynamo import message_items
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.store import message_items
 from indexer.ops.reindex import (
     Counts,
     ReindexError,

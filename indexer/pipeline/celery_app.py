@@ -21,7 +21,8 @@ from typing import Any
 from celery import Celery, signals
 
 from indexer import logs, otel
-from indexer.adapters import aws_audit, broker
+from indexer.adapters import broker
+from indexer.adapters.aws import audit as aws_audit
 from indexer.settings import Settings, get_settings
 
 # How long a dead restorer's lock stops the redelivery of unacked tasks (kombu: 300 s).

@@ -37,7 +37,7 @@ class Pending(Protocol):
 
 Send = Callable[[str, dict[str, Any]], Pending]
 # Writes an undecodable record to the dead-letter store with its reason (not the entry
-# itself: that is :class:`indexer.adapters.dlq.DeadLetter`).
+# itself: that is :class:`indexer.adapters.dynamodb.dlq.DeadLetter`).
 DecodeDeadLetter = Callable[[RawRecord, str], None]
 # For each task: True when the broker has no trace of it (not queued, not in flight) and it
 # never started.

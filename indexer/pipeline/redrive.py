@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any
 
 from indexer.adapters import factories
-from indexer.adapters.dlq import DeadLetter
+from indexer.adapters.dynamodb.dlq import DeadLetter
 from indexer.core.records import RawRecord
 from indexer.pipeline.dispatch import celery_send, ingestor
 from indexer.settings import Settings

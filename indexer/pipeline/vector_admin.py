@@ -10,9 +10,9 @@ from __future__ import annotations
 from typing import Any
 
 from indexer.adapters import factories
-from indexer.adapters import vector_targets as vt
-from indexer.adapters.embedder import model_catalog, model_info
-from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.embedding.embedder import model_catalog, model_info
+from indexer.adapters.qdrant import targets as vt
+from indexer.adapters.qdrant.index import VectorIndex
 from indexer.core.recipes import recipe
 from indexer.pipeline.celery_app import app
 from indexer.settings import Settings, get_settings
@@ -41,7 +41,7 @@ def _name(
 
 
 def run(op: str, args: dict[str, Any]) -> Any:
-    """One operation on this process's vector index (see :mod:`indexer.adapters.vector_targets`)."""
+    """One operation on this process's vector index (see :mod:`indexer.adapters.qdrant.targets`)."""
     settings = get_settings()
     index = factories.vector_index(settings)
     targets = vt.VectorTargets(index)

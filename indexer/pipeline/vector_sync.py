@@ -11,8 +11,8 @@ import time
 from collections.abc import Collection
 
 from indexer.adapters import factories
-from indexer.adapters import vector_targets as vt
-from indexer.adapters.embedder import Embedder, build_embedder, model_catalog
+from indexer.adapters.embedding.embedder import Embedder, build_embedder, model_catalog
+from indexer.adapters.qdrant import targets as vt
 from indexer.core.plan import MessageRef
 from indexer.pipeline.sync import Outcome, sync_vectors
 from indexer.settings import Settings

@@ -35,9 +35,10 @@ from typing import Any
 
 from rich.progress import Progress, TaskID
 
-from indexer.adapters import aws, factories
-from indexer.adapters.objects import s3_bytes, s3_keys
-from indexer.adapters.state import MarkStore
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.objects import s3_bytes, s3_keys
+from indexer.adapters.dynamodb.state import MarkStore
 from indexer.core.export_window import ExportError
 from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter

@@ -1,12 +1,12 @@
 """``sidecar backfill --export``: ask DynamoDB for each window's export, wait for it, replay it
-(the export API calls and their remembered jobs: :mod:`indexer.adapters.export_jobs`)."""
+(the export API calls and their remembered jobs: :mod:`indexer.adapters.aws.export_jobs`)."""
 
 from __future__ import annotations
 
 from dataclasses import fields
 from typing import Any
 
-from indexer.adapters.export_jobs import ExportJobs, Status, finish, start, wait
+from indexer.adapters.aws.export_jobs import ExportJobs, Status, finish, start, wait
 from indexer.core.export_window import Window
 from indexer.settings import Settings
 from indexer.sources.backfill import BackfillSummary, backfill_export, state_client

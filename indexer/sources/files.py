@@ -11,7 +11,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from indexer.adapters.objects import read_all
+from indexer.adapters.aws.objects import read_all
 from indexer.core.jsonlines import json_lines, text_of
 from indexer.core.records import RawRecord, unwrap
 

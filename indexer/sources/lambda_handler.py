@@ -41,7 +41,8 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from indexer import logs
-from indexer.adapters import aws_audit, factories
+from indexer.adapters import factories
+from indexer.adapters.aws import audit as aws_audit
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record

@@ -36,7 +36,7 @@ log = logging.getLogger(__name__)
 
 
 class ParticipantSync(Protocol):
-    """:meth:`indexer.adapters.dynamo.DynamoStore.sync_participants`."""
+    """:meth:`indexer.adapters.dynamodb.store.DynamoStore.sync_participants`."""
 
     def sync_participants(self, refs: list[ParticipantRef]) -> None: ...
 

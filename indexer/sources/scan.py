@@ -23,9 +23,10 @@ from typing import Any
 
 from rich.progress import Progress
 
-from indexer.adapters import aws, factories
-from indexer.adapters.dynamo_io import pages
-from indexer.adapters.state import MarkStore
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.io import pages
+from indexer.adapters.dynamodb.state import MarkStore
 from indexer.core.errors import RecordError
 from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter

@@ -28,10 +28,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
-from indexer.adapters.dynamo_io import error_code
+from indexer.adapters.aws.io import error_code
+from indexer.adapters.aws.streams import StreamReader, portable
+from indexer.adapters.dynamodb.state import Lease, ShardCheckpoint
 from indexer.adapters.errors import classify
-from indexer.adapters.state import Lease, ShardCheckpoint
-from indexer.adapters.streams import StreamReader, portable
 from indexer.core.errors import ErrorKind
 from indexer.core.export_window import gap_command
 from indexer.core.records import RawRecord
@@ -54,7 +54,7 @@ class Sink(Protocol):
 
 
 class ShardPositions(Protocol):
-    """Where shard positions live: :class:`indexer.adapters.state.ShardCheckpointStore`."""
+    """Where shard positions live: :class:`indexer.adapters.dynamodb.state.ShardCheckpointStore`."""
 
     def load(self) -> dict[str, ShardCheckpoint]: ...
     def save(self, checkpoint: ShardCheckpoint) -> None: ...

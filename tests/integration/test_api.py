@@ -13,7 +13,8 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from indexer.adapters import aws, factories
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings

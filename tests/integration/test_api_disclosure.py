@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from indexer.adapters import aws
+from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import token_hash
@@ -96,7 +96,7 @@ def test_a_malformed_thread_count_is_shown_as_null(settings: Settings) -> None:
 
 
 def test_readyz_warns_when_the_live_index_is_older_than_the_code(settings: Settings) -> None:
-    from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, build_client
+    from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
     from search_api.mapping_check import MAPPING_CODES
 
     older = OpenSearchIndex(build_client(settings), settings.opensearch_index)
@@ -112,7 +112,7 @@ def test_readyz_warns_when_the_live_index_is_older_than_the_code(settings: Setti
 def test_an_older_index_refuses_what_it_would_expand_from_every_mailbox(
     settings: Settings,
 ) -> None:
-    from indexer.adapters.opensearch import OpenSearchIndex, build_client
+    from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
     from search_api.query import parse
     from search_api.query.clauses import PREFIX_FIELDS_VERSION, expands_a_phrase_prefix
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr, ValidationError
 
-from indexer.adapters import aws
-from indexer.adapters.opensearch_auth import client_options
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.opensearch.auth import client_options
 from indexer.settings import Settings
 
 pytestmark = pytest.mark.stack

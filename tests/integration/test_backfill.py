@@ -20,8 +20,9 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws, factories
-from indexer.adapters.state import MarkStore
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.state import MarkStore
 from indexer.core.errors import RecordError
 from indexer.core.export_window import ExportError
 from indexer.core.plan import plan_records

@@ -30,9 +30,9 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws
-from indexer.adapters.export_jobs import ExportJob, ExportJobs, start
-from indexer.adapters.state import ShardCheckpoint, ShardCheckpointStore
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.export_jobs import ExportJob, ExportJobs, start
+from indexer.adapters.dynamodb.state import ShardCheckpoint, ShardCheckpointStore
 from indexer.core.export_window import Window, iso
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.files import load_file

@@ -134,7 +134,7 @@ def test_the_pipeline_indexes_through_sentinel(
     ``sidecar ingest --wait`` and the workers as processes of their own, configured by the
     environment like in production (this process's Celery app stays on the shared stack)."""
     from indexer.adapters import factories
-    from indexer.adapters.dlq import remove_task_results
+    from indexer.adapters.dynamodb.dlq import remove_task_results
     from indexer.settings import to_env
     from sidecar_tools.writer.files import load_file
     from tests.pipeline_helpers import (

@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from indexer.adapters.opensearch import OpenSearchIndex, build_client
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 
@@ -80,7 +80,7 @@ def test_a_comma_list_of_hosts_is_one_client_over_each() -> None:
 def test_qdrant_write_and_read_consistency_reach_the_server(qdrant_server: object) -> None:
     """The write consistency factor is the created collection's; a search asking a majority of
     replicas answers (on one node every replica is there)."""
-    from indexer.adapters.qdrant import VectorIndex, build_store
+    from indexer.adapters.qdrant.index import VectorIndex, build_store
     from indexer.core.vectors import match
 
     server = qdrant_server

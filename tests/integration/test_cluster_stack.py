@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters.opensearch import OpenSearchIndex, build_client
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from sidecar_tools.stack import components, opensearch_node

@@ -18,8 +18,9 @@ from fastapi.testclient import TestClient
 from prometheus_client import CollectorRegistry
 from prometheus_client.multiprocess import MultiProcessCollector
 
-from indexer.adapters import aws, factories
-from indexer.adapters.opensearch import OpenSearchIndex, build_client
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor
 from indexer.settings import Settings

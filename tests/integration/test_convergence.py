@@ -22,14 +22,14 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from opensearchpy import NotFoundError
 
-from indexer.adapters import aws
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.qdrant import VectorIndex
-from indexer.adapters.streams import iter_stream_records, latest_stream_arn
-from indexer.adapters.tables import init_tables
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
+from indexer.adapters.dynamodb.store import DynamoStore
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.opensearch.index import build_client as build_opensearch
+from indexer.adapters.qdrant.index import VectorIndex
 from indexer.core.documents import point_id, search_document, vector_target
 from indexer.core.plan import MessageRef, plan_records
 from indexer.core.records import decode_record
@@ -146,7 +146,7 @@ def shuffled_batches(
 def engines(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Iterator[tuple[Settings, VectorIndex, Embedder, OpenSearchIndex]]:
-    from indexer.adapters.qdrant_edge import EdgeStore
+    from indexer.adapters.qdrant.edge import EdgeStore
 
     unique = uuid.uuid4().hex[:8]
     base = Settings(opensearch_index=f"conv-{unique}", qdrant_collection=f"conv-{unique}")

@@ -15,9 +15,11 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws, dlq, factories
-from indexer.adapters.dynamo_io import items
-from indexer.adapters.tables import TTL_ATTRIBUTE
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.io import items
+from indexer.adapters.dynamodb import dlq
+from indexer.adapters.dynamodb.tables import TTL_ATTRIBUTE
 from indexer.core.items import message_pk
 from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env

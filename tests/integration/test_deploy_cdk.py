@@ -31,7 +31,7 @@ import boto3
 import pytest
 from aws_cdk.assertions import Match, Template
 
-from indexer.adapters.tables import mail_table_spec
+from indexer.adapters.dynamodb.tables import mail_table_spec
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

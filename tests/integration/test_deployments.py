@@ -8,7 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters import aws, factories
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
 from tests.api_fixtures import mail, store_all

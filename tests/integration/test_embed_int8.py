@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from indexer.adapters.embedder import Embedder, onnx_graph
+from indexer.adapters.embedding.embedder import Embedder, onnx_graph
 from sidecar_tools.bench.encoders import (
     MAX_RECALL_DROP,
     MIN_COSINE,

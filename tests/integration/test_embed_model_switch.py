@@ -21,8 +21,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, build_embedder
-from indexer.adapters.qdrant import build_store
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, build_embedder
+from indexer.adapters.qdrant.index import build_store
 from indexer.core.documents import text_hash
 from indexer.core.recipes import Recipe, embedded_text
 from indexer.ops import reindex_vectors as ops

@@ -27,8 +27,8 @@ import numpy as np
 import pytest
 from typer.testing import CliRunner
 
-from indexer.adapters import embedder as embedder_mod
-from indexer.adapters.embedder import (
+from indexer.adapters.embedding import embedder as embedder_mod
+from indexer.adapters.embedding.embedder import (
     MODEL_SLUG,
     Embedder,
     encoder_problem,

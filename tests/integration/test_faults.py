@@ -160,8 +160,8 @@ class QueueDepth:
 
 
 def _reader_position(settings: Settings, ddb: Any, reader: str) -> int:
-    from indexer.adapters.state import ShardCheckpointStore
-    from indexer.adapters.streams import latest_stream_arn
+    from indexer.adapters.aws.streams import latest_stream_arn
+    from indexer.adapters.dynamodb.state import ShardCheckpointStore
 
     arn = latest_stream_arn(ddb, settings.table)
     saved = ShardCheckpointStore(ddb, settings.resolved_state_table, arn, reader).load()

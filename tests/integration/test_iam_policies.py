@@ -2,7 +2,7 @@
 
 Every process of the session records its AWS calls (``SIDECAR_AWS_CALL_LOG``, set by
 ``tests/conftest.py``; a botocore ``before-call`` hook, one line per distinct call and role:
-``indexer/adapters/aws_audit.py``). This test runs last: it first drives each role once
+``indexer/adapters/aws/audit.py``). This test runs last: it first drives each role once
 itself (each under the role its entry point declares) — so it never passes on an empty
 log — then checks every call recorded by the whole
 session against that role's policy.
@@ -22,8 +22,8 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from indexer.adapters import aws
-from indexer.adapters.aws_audit import API, BACKFILL, OPERATOR, ROLES, TAILER, declared
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.audit import API, BACKFILL, OPERATOR, ROLES, TAILER, declared
 from indexer.cli.tail_cmds import build_tailer
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile

@@ -17,7 +17,8 @@ from typing import Any
 import httpx
 import pytest
 
-from indexer.adapters import aws, factories
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings, to_env
 from sidecar_tools.mailimport.run import import_path
 from sidecar_tools.writer.mapping import to_items

@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from fastapi.testclient import TestClient
 
-from indexer.adapters import aws
+from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings, to_env
 from search_api.app import create_app
 from tests.pipeline_helpers import export_stream, opensearch_docs, table_messages

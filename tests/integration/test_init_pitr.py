@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws
-from indexer.adapters.tables import create, init_tables, mail_table_spec, state_table_spec
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.tables import create, init_tables, mail_table_spec, state_table_spec
 from indexer.settings import Settings
 
 pytestmark = pytest.mark.stack

@@ -16,8 +16,9 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import aws, factories
-from indexer.adapters.streams import iter_stream_records, latest_stream_arn
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
 from indexer.core.plan import Plan
 from indexer.core.records import decode_record
 from indexer.settings import Settings, get_settings

@@ -40,10 +40,10 @@ import pytest
 from opensearchpy.exceptions import OpenSearchException
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from indexer.adapters.dlq import dead_letters
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.opensearch import build_client
-from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.dynamodb.dlq import dead_letters
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.opensearch.index import build_client
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.errors import TransientError
 from indexer.core.vectors import match
 from indexer.ops.reconcile import reconcile

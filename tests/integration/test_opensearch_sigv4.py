@@ -13,7 +13,7 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy.exceptions import AuthorizationException
 
-from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, build_client
+from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
 from indexer.cli.preflight import check_config
 from indexer.core.errors import ConfigurationError
 from indexer.ops import reindex as ops

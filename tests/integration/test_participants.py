@@ -12,8 +12,8 @@ from typing import Any
 import pytest
 
 from indexer.adapters import factories
-from indexer.adapters.participants import SK, item_pk
-from indexer.adapters.tables import init_tables
+from indexer.adapters.dynamodb.participants import SK, item_pk
+from indexer.adapters.dynamodb.tables import init_tables
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.settings import Settings

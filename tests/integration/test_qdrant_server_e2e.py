@@ -20,8 +20,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.cli.tail_cmds import build_tailer
 from indexer.core.vectors import match
 from indexer.ops import reindex_vectors as ops

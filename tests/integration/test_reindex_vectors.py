@@ -16,8 +16,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.cli.tail_cmds import build_tailer
 from indexer.ops import reindex_vectors as ops
 from indexer.settings import Settings

@@ -37,7 +37,7 @@ from typing import Any
 import httpx
 import pytest
 
-from indexer.adapters import aws
+from indexer.adapters.aws import clients as aws
 from indexer.pipeline.dispatch import celery_send, decode_dead_letter
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Pending
 from indexer.settings import Settings, to_env

@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import vector_targets as vt
+from indexer.adapters.qdrant import targets as vt
 from indexer.settings import Settings
 from search_api.backends import READ_TARGET_TTL_S, Backends
 from search_api.query import VectorFilter

@@ -16,7 +16,7 @@ from collections.abc import Iterator
 import pytest
 
 from indexer.adapters import factories
-from indexer.adapters.opensearch import build_client
+from indexer.adapters.opensearch.index import build_client
 from sidecar_tools.bench.shard_probe import ShardProbe
 from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 from tests.conftest import namespaced

@@ -12,7 +12,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex, build_client
+from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from search_api.backends import Backends

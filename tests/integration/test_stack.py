@@ -22,7 +22,7 @@ import redis
 import typer
 from typer.testing import CliRunner
 
-from indexer.adapters.aws import client
+from indexer.adapters.aws.clients import client
 from indexer.settings import Settings, get_settings
 from sidecar_tools.cli.stack_cmds import register
 from sidecar_tools.stack import manager

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError
 
-from indexer.adapters.state import Lease, ShardCheckpoint
+from indexer.adapters.dynamodb.state import Lease, ShardCheckpoint
 from indexer.core.export_window import iso
 from indexer.metrics import GAPS
 from indexer.sources.tail import StreamTailer, TailOptions
@@ -479,9 +479,9 @@ def _write(ddb: Any, table: str, op: str, i: int, mailbox: str, variant: int = 0
 @pytest.mark.stack
 @pytest.mark.slow
 def test_tail_applies_writes_and_resumes_from_checkpoints(settings: Any) -> None:
-    from indexer.adapters import aws
-    from indexer.adapters.state import ShardCheckpointStore
-    from indexer.adapters.streams import iter_stream_records, latest_stream_arn
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
+    from indexer.adapters.dynamodb.state import ShardCheckpointStore
     from tests.pipeline_helpers import (
         prepare_tables,
         qdrant_points,
@@ -599,7 +599,7 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
 def test_a_stage_change_starts_where_the_old_readers_left_off() -> None:
     """`each` → `all` (the old default to the new) and back: the new reader starts at the
     earliest position the old ones applied, a shard one of them lacks from its start."""
-    from indexer.adapters.state import ShardCheckpoint
+    from indexer.adapters.dynamodb.state import ShardCheckpoint
     from indexer.cli.tail_cmds import SeededPositions
 
     class Store:

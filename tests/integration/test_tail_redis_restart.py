@@ -109,9 +109,9 @@ def _checkpointed_to_the_end(
 ) -> bool:
     """The readers' durable checkpoints stand at the stream's last record (the default
     `--stage all`: one reader, no checkpoint suffix)."""
-    from indexer.adapters import aws
-    from indexer.adapters.state import ShardCheckpointStore
-    from indexer.adapters.streams import iter_stream_records, latest_stream_arn
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
+    from indexer.adapters.dynamodb.state import ShardCheckpointStore
 
     arn = latest_stream_arn(ddb, settings.table)
     streams = aws.client(settings, "dynamodbstreams")
@@ -133,8 +133,9 @@ OPS = [("store", 4, "alpha", 0), ("rewrite", 2, "beta", 1), ("delete", 3, "alpha
 @pytest.mark.stack
 @pytest.mark.slow
 def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> None:
-    from indexer.adapters import aws, factories
-    from indexer.adapters.streams import iter_stream_records, latest_stream_arn
+    from indexer.adapters import factories
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
     from indexer.settings import get_settings
     from tests.integration.test_tail import _write
     from tests.pipeline_helpers import prepare_tables, qdrant_points, table_messages, wait_until

@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters.qdrant import VectorIndex, build_store
-from indexer.adapters.qdrant_edge import EdgeStore, LegacyStoreError, StoreBusyError
-from indexer.adapters.qdrant_server import QdrantAuthError
+from indexer.adapters.qdrant.edge import EdgeStore, LegacyStoreError, StoreBusyError
+from indexer.adapters.qdrant.index import VectorIndex, build_store
+from indexer.adapters.qdrant.server import QdrantAuthError
 from indexer.core.vectors import PointWrite, match
 from indexer.settings import Settings, to_env
 from tests.integration.test_vector_store_congruence import DIM, points, unit
@@ -127,7 +127,7 @@ def test_the_api_key_is_never_shown(qdrant_server: object, caplog: pytest.LogCap
 def test_cluster_layout_reaches_every_collection(qdrant_server: object) -> None:
     """SIDECAR_QDRANT_SHARD_NUMBER reaches every collection the sidecar creates: start-up's (and
     its cache) and a vectors reindex's target (asked of the server itself)."""
-    from indexer.adapters.vector_targets import VectorTargets
+    from indexer.adapters.qdrant.targets import VectorTargets
 
     server = qdrant_server
     settings = Settings(qdrant_url=server.url, qdrant_api_key=server.api_key,  # type: ignore[attr-defined]
@@ -151,8 +151,8 @@ def test_a_store_made_before_recipes_is_read_as_forai(tmp_path: Path) -> None:
     """A collection named without a recipe suffix (every one before recipes) holds ``forai``:
     a process configured for subject-forai keeps searching and writing it as forai until
     ``sidecar reindex --vectors`` moves the alias; nothing is created beside it."""
-    from indexer.adapters import vector_targets as vt
-    from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
+    from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+    from indexer.adapters.qdrant import targets as vt
     from indexer.ops.engines import read_recipe
 
     store = EdgeStore(tmp_path / "q")

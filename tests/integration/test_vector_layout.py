@@ -19,9 +19,9 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.qdrant import build_store
-from indexer.adapters.qdrant_edge import EdgeStore
-from indexer.adapters.qdrant_server import ServerStore
+from indexer.adapters.qdrant.edge import EdgeStore
+from indexer.adapters.qdrant.index import build_store
+from indexer.adapters.qdrant.server import ServerStore
 from indexer.core.vectors import PointWrite, VectorStore, match
 from indexer.settings import Settings
 

@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.qdrant import VectorIndex, build_store
-from indexer.adapters.qdrant_edge import EdgeStore
+from indexer.adapters.qdrant.edge import EdgeStore
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.errors import PoisonError
 from indexer.core.vectors import (
     Filter,

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters import aws
+from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings, to_env
 from tests.ops_helpers import SAMPLE
 from tests.pipeline_helpers import (
@@ -78,7 +78,7 @@ def test_the_wheel_holds_the_runtime_only(wheel: Path) -> None:
                     for n in names if ".dist-info/licenses/" in n}
     assert not [n for n in names if n.startswith(TOOLING)]
     assert not [n for n in names if n.split("/")[0] in {"tests", "tools", "eval", "bench"}]
-    assert "indexer/adapters/mappings/messages-v2.json" in names  # package data
+    assert "indexer/mappings/messages-v2.json" in names  # package data
     requires = metadata.get_all("Requires-Dist") or []
     assert not [r for r in requires if r.lower().startswith("moto")]
     # the tooling is only an extra (`mail-search-sidecar[local]`), never a runtime dependency

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from boto3.dynamodb.types import TypeDeserializer
 
-from indexer.adapters.aws import client
+from indexer.adapters.aws.clients import client
 from indexer.settings import Settings
 from sidecar_tools.writer.files import LoadSummary, Rejected, load_file, rewrite_file
 from sidecar_tools.writer.mapping import sha256_hex, to_items

@@ -16,7 +16,7 @@ from botocore.config import Config
 from typer.testing import CliRunner
 
 import search_api.cli
-from indexer.adapters import aws_audit
+from indexer.adapters.aws import audit as aws_audit
 from indexer.cli.main import ROLE_OF_COMMAND, SERVICE_MODULES, app
 from indexer.settings import get_settings
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters import aws
+from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings
 
 AWS_VARS = ("AWS_REGION", "AWS_DEFAULT_REGION", "AWS_PROFILE", "AWS_ACCESS_KEY_ID",

@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import vector_targets as vt
-from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.qdrant import targets as vt
+from indexer.adapters.qdrant.index import VectorIndex
 from indexer.core.recipes import Recipe
 
 CLIENT: Any = None  # naming never touches the client

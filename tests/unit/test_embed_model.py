@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, ModelError, model_info
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, ModelError, model_info
 
 
 def test_default_is_the_shipped_minilm() -> None:

@@ -13,9 +13,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters import embedder as embedder_mod
-from indexer.adapters import vector_targets as vt
-from indexer.adapters.model_files import (
+from indexer.adapters.embedding import embedder as embedder_mod
+from indexer.adapters.embedding.model_files import (
     MODEL_SLUG,
     ModelError,
     model_catalog,
@@ -23,7 +22,8 @@ from indexer.adapters.model_files import (
     split_precision,
     with_precision,
 )
-from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.qdrant import targets as vt
+from indexer.adapters.qdrant.index import VectorIndex
 from indexer.pipeline import vector_sync
 from indexer.settings import Settings
 
@@ -103,7 +103,7 @@ def test_the_configured_encoder_follows_the_setting(monkeypatch: pytest.MonkeyPa
 
 
 def test_the_kernel_path_is_read_from_the_cpu_flags() -> None:
-    from indexer.adapters.onnx_encoder import kernel_path
+    from indexer.adapters.embedding.onnx_encoder import kernel_path
 
     assert kernel_path("flags\t: fpu avx2 avx512f avx512_vnni\n") == "avx512-vnni"
     assert kernel_path("flags\t: fpu avx2 avx_vnni\n") == "avx-vnni"

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from indexer.adapters.embedder import native_bf16, resolve_dtype
+from indexer.adapters.embedding.embedder import native_bf16, resolve_dtype
 
 
 def test_dtype_names() -> None:

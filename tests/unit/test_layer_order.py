@@ -172,7 +172,7 @@ def test_the_checker_finds_planted_violations(tmp_path: Path) -> None:
         "indexer/core/types.py": ("from typing import TYPE_CHECKING\n"
                                   "if TYPE_CHECKING:\n    from indexer.cli import main\n"),
         "indexer/pipeline/__init__.py": "",
-        "indexer/pipeline/sync.py": "from . import sync\nimport indexer.adapters.dynamo\n",
+        "indexer/pipeline/sync.py": "from . import sync\nimport indexer.adapters.dynamodb.store\n",
         "indexer/sources/tail.py": "import indexer.ops.purge\n",  # same layer: fine
         "indexer/ops/purge.py": "from search_api.models import Hit\n",  # the indexer -> API
         "indexer/wiring.py": "",  # no layer

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from opensearchpy import Urllib3AWSV4SignerAuth
 
-from indexer.adapters.opensearch_auth import OpenSearchConfigError, client_options
+from indexer.adapters.opensearch.auth import OpenSearchConfigError, client_options
 from indexer.settings import Settings, to_env
 
 

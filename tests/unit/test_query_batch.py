@@ -9,7 +9,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from indexer.adapters.query_batch import QueryBatcher
+from indexer.adapters.embedding.query_batch import QueryBatcher
 from tests.waiting import wait_for
 
 

@@ -20,7 +20,7 @@ from indexer.core.recipes import (
     strip_subject,
 )
 
-MAPPINGS = Path(__file__).resolve().parents[2] / "indexer" / "adapters" / "mappings"
+MAPPINGS = Path(__file__).resolve().parents[2] / "indexer" / "mappings"
 
 
 @pytest.mark.parametrize(

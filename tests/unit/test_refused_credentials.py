@@ -18,9 +18,11 @@ from opensearchpy.exceptions import (
 )
 from qdrant_client.http.exceptions import UnexpectedResponse
 
-from indexer.adapters import opensearch, opensearch_errors, qdrant_server
 from indexer.adapters.errors import classify
-from indexer.adapters.opensearch import OpenSearchIndex
+from indexer.adapters.opensearch import errors as opensearch_errors
+from indexer.adapters.opensearch import index as opensearch
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.qdrant import server as qdrant_server
 from indexer.core.documents import point_id
 from indexer.core.errors import ConfigurationError, ErrorKind, TransientError, kind_of
 from indexer.core.plan import MessageRef

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 import pytest
 
-from indexer.adapters.opensearch import OpenSearchIndex, build_client, mapping_file
-from indexer.adapters.opensearch_auth import ServerlessSigner, client_options
-from indexer.adapters.opensearch_serverless import REFUSED_SETTINGS, strip_settings
+from indexer.adapters.opensearch.auth import ServerlessSigner, client_options
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client, mapping_file
+from indexer.adapters.opensearch.serverless import REFUSED_SETTINGS, strip_settings
 from indexer.settings import Settings
 
 

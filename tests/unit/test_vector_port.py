@@ -5,7 +5,7 @@ from __future__ import annotations
 import httpx
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
-from indexer.adapters.qdrant_server import classify
+from indexer.adapters.qdrant.server import classify
 from indexer.core.vectors import Filter, Match, MatchAny, Range
 from search_api.query import VectorFilter
 from search_api.vector_search import to_filter

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters.opensearch import build_client as build_opensearch
+from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
 from sidecar_tools.bench import dataset, limits, pipeline, queries, search

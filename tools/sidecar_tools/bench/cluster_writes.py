@@ -18,12 +18,12 @@ from typing import Any
 
 from opensearchpy import helpers
 
-from indexer.adapters import aws
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.qdrant import VectorIndex, build_store
-from indexer.adapters.tables import init_tables
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.opensearch.index import build_client as build_opensearch
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.task_payload import TaskPayload
 from indexer.core.vectors import PointWrite
 from indexer.pipeline.dispatch import celery_send

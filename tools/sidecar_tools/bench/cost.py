@@ -7,7 +7,7 @@ and an OpenSearch index of its own (re-delivery reuses the live path's: it is th
 records again), the worker's tasks in this process on metered clients
 (:mod:`sidecar_tools.bench.cost_worker`):
 
-- ``live``: the stream read by the product's :class:`~indexer.adapters.streams.StreamReader`,
+- ``live``: the stream read by the product's :class:`~indexer.adapters.aws.streams.StreamReader`,
   every record fed as one shard page to the product's ``Ingestor`` (``feed_together``, batches
   of ``SIDECAR_BATCH_MESSAGES``), then the page's checkpoint saved, as the tailer does;
 - ``live_sharded``: the same records as the tailer would batch them over ``shards`` shard
@@ -48,16 +48,16 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters import aws
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import build_embedder, model_info
-from indexer.adapters.opensearch import MAPPING_VERSION, OpenSearchIndex
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.participants import SK as PEOPLE_SK
-from indexer.adapters.qdrant import VectorIndex, build_store
-from indexer.adapters.state import ShardCheckpoint, ShardCheckpointStore
-from indexer.adapters.streams import StreamReader, latest_stream_arn, portable
-from indexer.adapters.tables import create, init_tables, mail_table_spec
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.streams import StreamReader, latest_stream_arn, portable
+from indexer.adapters.dynamodb.participants import SK as PEOPLE_SK
+from indexer.adapters.dynamodb.state import ShardCheckpoint, ShardCheckpointStore
+from indexer.adapters.dynamodb.store import DynamoStore
+from indexer.adapters.dynamodb.tables import create, init_tables, mail_table_spec
+from indexer.adapters.embedding.embedder import build_embedder, model_info
+from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters.opensearch.index import build_client as build_opensearch
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.items import ItemKind, classify
 from indexer.core.plan import MessageRef
 from indexer.core.records import RawRecord

@@ -9,7 +9,7 @@ and builds the payloads. Left out: Celery itself, dead-lettering (a poison messa
 bench) and the vectors task's ``get_aliases`` call to Qdrant (Qdrant is not counted).
 
 :func:`instrumented` points the product's own seams at the meter for a backfill: every
-``indexer.adapters.aws.client`` is metered, and the backfills' ``ingestor`` sends to this
+``indexer.adapters.aws.clients.client`` is metered, and the backfills' ``ingestor`` sends to this
 worker (``indexer.sources.scan`` feeds through ``indexer.sources.backfill.feed``).
 """
 
@@ -21,10 +21,10 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from indexer.adapters.dynamo import DynamoStore
-from indexer.adapters.embedder import Embedder
-from indexer.adapters.opensearch import OpenSearchIndex
-from indexer.adapters.qdrant import VectorIndex
+from indexer.adapters.dynamodb.store import DynamoStore
+from indexer.adapters.embedding.embedder import Embedder
+from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.qdrant.index import VectorIndex
 from indexer.core.plan import MessageRef
 from indexer.core.recipes import Recipe
 from indexer.core.records import RawRecord
@@ -92,9 +92,9 @@ class InProcessWorker:
 
 @contextmanager
 def instrumented(meter: Meter, worker: InProcessWorker) -> Iterator[None]:
-    """While inside: every client ``indexer.adapters.aws.client`` builds is metered, and the
+    """While inside: every client ``indexer.adapters.aws.clients.client`` builds is metered, and the
     backfills send their tasks to ``worker``. Restored on exit."""
-    from indexer.adapters import aws
+    from indexer.adapters.aws import clients as aws
     from indexer.sources import backfill
 
     plain_client, plain_ingestor = aws.client, vars(backfill)["ingestor"]

@@ -16,8 +16,8 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from indexer.adapters import aws
-from indexer.adapters.streams import export_records
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.streams import export_records
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from sidecar_tools.bench.corpus import Corpus

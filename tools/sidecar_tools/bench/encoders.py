@@ -1,7 +1,8 @@
 """Encoder variants: the float32 graph the encoder ships against its int8 graph, same texts,
 same run, with the retrieval gates that decide whether int8 may be the default.
 
-Every variant is the production encoder (:class:`indexer.adapters.embedder.Embedder` on the
+Every variant is the production encoder (:class:`indexer.adapters.embedding.embedder.Embedder` on
+the
 onnx runtime: the same tokenizer, token-length bucketed batches, pooling and normalisation),
 so what is timed is what a vectors worker runs. Variants are interleaved chunk by chunk so a
 noisy neighbour slows every variant alike (the 2-core bench machine is shared): compare ratios
@@ -34,8 +35,8 @@ from typing import Any
 
 import numpy as np
 
-from indexer.adapters.embedder import Embedder, onnx_graph, with_precision
-from indexer.adapters.onnx_encoder import kernel_path
+from indexer.adapters.embedding.embedder import Embedder, onnx_graph, with_precision
+from indexer.adapters.embedding.onnx_encoder import kernel_path
 
 Encode = Callable[[list[str]], Any]  # texts -> (n, d) normalised float array
 MIN_COSINE = 0.95

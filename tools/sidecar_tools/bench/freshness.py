@@ -198,8 +198,8 @@ def _wait(what: str, ready: Callable[[], bool], timeout_s: float, procs: Process
 
 def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
     """One measurement at ``opts.rate`` for ``opts.seconds``; returns the figures."""
-    from indexer.adapters import aws
-    from indexer.adapters.tables import init_tables
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.dynamodb.tables import init_tables
 
     logging.getLogger("opensearch").setLevel(logging.ERROR)  # the alias's 404s before it exists
     run_id = uuid.uuid4().hex[:8]
@@ -313,8 +313,8 @@ def _warnings(log: Path) -> int:
 
 def _clean(settings: Settings) -> None:
     """Drop the run's index family, tables and embedded store (the events stay)."""
-    from indexer.adapters import aws
-    from indexer.adapters.opensearch import build_client
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.opensearch.index import build_client
 
     with contextlib.suppress(Exception):  # cleaning is best effort: never hide the figures
         build_client(settings).indices.delete(index=f"{settings.opensearch_index}*",

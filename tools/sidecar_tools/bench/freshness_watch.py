@@ -101,7 +101,7 @@ def _chunks(refs: list[Ref], size: int) -> Iterator[list[Ref]]:
 
 def opensearch_finder(settings: Settings) -> Callable[[list[Ref]], set[Ref]]:
     """Which of ``refs`` a search of the alias finds now (refreshed documents only)."""
-    from indexer.adapters.opensearch import build_client
+    from indexer.adapters.opensearch.index import build_client
 
     client = build_client(settings)
 
@@ -126,8 +126,8 @@ def opensearch_finder(settings: Settings) -> Callable[[list[Ref]], set[Ref]]:
 
 def qdrant_finder(settings: Settings) -> Callable[[list[Ref]], set[Ref]]:
     """Which of ``refs`` have a point behind the vectors alias of a Qdrant server now."""
-    from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-    from indexer.adapters.qdrant import VectorIndex, build_store
+    from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+    from indexer.adapters.qdrant.index import VectorIndex, build_store
     from indexer.core.vectors import Filter, MatchAny
 
     store = build_store(settings)

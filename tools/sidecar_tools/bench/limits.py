@@ -14,8 +14,8 @@ from typing import Any
 
 from opensearchpy import OpenSearch, helpers
 
-from indexer.adapters.embedder import Embedder
-from indexer.adapters.opensearch import OpenSearchIndex
+from indexer.adapters.embedding.embedder import Embedder
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from sidecar_tools.bench.timing import rate
 
 

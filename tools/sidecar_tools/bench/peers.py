@@ -23,8 +23,8 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from indexer.adapters.embedder import DIMENSION, MODEL_SLUG, Embedder
-from indexer.adapters.qdrant import VectorIndex, build_store
+from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
 from indexer.core.records import EventName, StreamRecord, decode_record

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters import aws
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.tables import init_tables
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Send

@@ -2,7 +2,8 @@
 and a vectors worker share the CPU and, before issue 42, the encoder session).
 
 ``clients`` threads each send short queries one after another through the API's
-micro-batcher (:class:`indexer.adapters.query_batch.QueryBatcher`), while one thread encodes
+micro-batcher (:class:`indexer.adapters.embedding.query_batch.QueryBatcher`), while one thread
+encodes
 document batches of real mail without pause. Three modes, one after the other in one run:
 ``idle`` (no documents: the floor), ``shared`` (queries on the documents' session and
 nothing held back: what a process did before) and ``own`` (the shipped path:
@@ -25,8 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from indexer.adapters.embedder import Embedder, with_precision
-from indexer.adapters.query_batch import QueryBatcher
+from indexer.adapters.embedding.embedder import Embedder, with_precision
+from indexer.adapters.embedding.query_batch import QueryBatcher
 
 CORPUS = (Path(__file__).resolve().parents[3] / "tests" / "data" / "corpora"
           / "linux-mips-4k.jsonl.gz")

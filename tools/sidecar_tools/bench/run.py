@@ -23,9 +23,10 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from indexer.adapters import aws, factories
-from indexer.adapters.embedder import Embedder, build_embedder
-from indexer.adapters.opensearch import build_client as build_opensearch
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.embedding.embedder import Embedder, build_embedder
+from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
 from sidecar_tools.bench import (

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
 
-from indexer.adapters.embedder import Embedder, build_embedder
+from indexer.adapters.embedding.embedder import Embedder, build_embedder
 from indexer.settings import Settings
 from sidecar_tools.bench import limits, pipeline
 from sidecar_tools.bench.dataset import Dataset

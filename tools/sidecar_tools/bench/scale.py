@@ -25,8 +25,8 @@ from typing import Any
 from opensearchpy import helpers
 
 from indexer.adapters import factories
-from indexer.adapters.embedder import Embedder, build_embedder
-from indexer.adapters.opensearch import build_client as build_opensearch
+from indexer.adapters.embedding.embedder import Embedder, build_embedder
+from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.core.vectors import PointWrite
 from indexer.settings import Settings
 from sidecar_tools.bench import corpus as corpus_mod
@@ -210,8 +210,8 @@ def _server(settings: Settings, run_dir: Path) -> Iterator[Settings]:
 
 def copy_to_server(embedded: Settings, server: Settings) -> tuple[int, float]:
     """Every point of the embedded collection (and cache) into the server: (points, seconds)."""
-    from indexer.adapters.embedder import DIMENSION, MODEL_SLUG
-    from indexer.adapters.qdrant import VectorIndex, build_store
+    from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+    from indexer.adapters.qdrant.index import VectorIndex, build_store
 
     began, copied = time.perf_counter(), 0
     source, target = build_store(embedded), build_store(server)

@@ -24,7 +24,7 @@ from typing import Any
 import httpx
 
 from indexer.adapters import factories
-from indexer.adapters.embedder import Embedder
+from indexer.adapters.embedding.embedder import Embedder
 from indexer.core.documents import point_id
 from indexer.core.items import message_sk, thread_pk
 from indexer.core.plan import MessageRef

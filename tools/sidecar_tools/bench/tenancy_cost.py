@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from indexer.adapters import factories
-from indexer.adapters.opensearch import OpenSearchIndex
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.core.documents import MessageState, Participant, point_id, search_document
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings

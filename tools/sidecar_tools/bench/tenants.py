@@ -64,11 +64,12 @@ import httpx
 import numpy as np
 from boto3.dynamodb.types import TypeSerializer
 
-from indexer.adapters import aws, factories
-from indexer.adapters.embedder import build_embedder
-from indexer.adapters.opensearch import build_client as build_opensearch
-from indexer.adapters.qdrant import VectorIndex, build_store
-from indexer.adapters.tables import init_tables
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.embedding.embedder import build_embedder
+from indexer.adapters.opensearch.index import build_client as build_opensearch
+from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.documents import (
     MessageState,
     Participant,
@@ -421,7 +422,7 @@ def _du(path: Path) -> int:
 _RSS_CHILD = """
 import json, sys
 from pathlib import Path
-from indexer.adapters.qdrant_edge import EdgeStore
+from indexer.adapters.qdrant.edge import EdgeStore
 from indexer.core.vectors import match
 def rss():
     found = {}

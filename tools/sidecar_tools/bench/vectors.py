@@ -28,8 +28,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters.qdrant import KEYWORD_FIELDS, build_store
-from indexer.adapters.qdrant_edge import EdgeStore
+from indexer.adapters.qdrant.edge import EdgeStore
+from indexer.adapters.qdrant.index import KEYWORD_FIELDS, build_store
 from indexer.core.vectors import Filter, Match, PointWrite, VectorStore, match
 from indexer.settings import Settings
 
@@ -61,7 +61,7 @@ def open_backend(name: str, base: Settings, workdir: Path) -> Iterator[VectorSto
     elif name == "local":
         from qdrant_client import QdrantClient
 
-        from indexer.adapters.qdrant_server import ServerStore
+        from indexer.adapters.qdrant.server import ServerStore
 
         store = ServerStore(QdrantClient(path=str(workdir / "local")), "local mode")
         yield store

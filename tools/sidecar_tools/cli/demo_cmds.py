@@ -21,7 +21,7 @@ console = Console()
 
 
 def _stored(ddb: Any, settings: Settings, mailbox: str) -> None:
-    from indexer.adapters.dynamo_io import plain
+    from indexer.adapters.aws.io import plain
     from indexer.core.errors import RecordError
     from indexer.core.items import classify
 
@@ -109,9 +109,10 @@ def demo(
     serve: Annotated[bool, typer.Option(help="End by serving the API (Ctrl-C stops).")] = True,
 ) -> None:
     """Load a sample mailbox, index it through real workers, query both engines, serve the API."""
-    from indexer.adapters import aws, factories
-    from indexer.adapters.streams import export_records
-    from indexer.adapters.tables import init_tables
+    from indexer.adapters import factories
+    from indexer.adapters.aws import clients as aws
+    from indexer.adapters.aws.streams import export_records
+    from indexer.adapters.dynamodb.tables import init_tables
     from indexer.pipeline.dispatch import ingestor
     from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
     from indexer.sources.files import read_sources

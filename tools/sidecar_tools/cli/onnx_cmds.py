@@ -29,8 +29,8 @@ def export_onnx(
 ) -> None:
     """Export each model's ONNX graph (named by a hash of its weights) and its int8 graph
     (quantized from it: SIDECAR_EMBED_PRECISION=int8), and print their paths."""
-    from indexer.adapters.embedder import onnx_graph, with_precision
-    from indexer.adapters.onnx_export import NEEDS, can_export
+    from indexer.adapters.embedding.embedder import onnx_graph, with_precision
+    from indexer.adapters.embedding.onnx_export import NEEDS, can_export
     from indexer.settings import get_settings
 
     settings = get_settings()

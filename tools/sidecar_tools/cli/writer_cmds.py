@@ -26,7 +26,7 @@ MailboxOpt = Annotated[str, typer.Option("--mailbox", "-m", help="Mailbox id (no
 
 def _dynamodb() -> tuple[Any, str]:
     """The store's client and table name, from the process settings."""
-    from indexer.adapters.aws import client
+    from indexer.adapters.aws.clients import client
 
     settings = get_settings()
     return client(settings, "dynamodb"), settings.table

@@ -132,7 +132,7 @@ def import_path(
     Raises :class:`~sidecar_tools.writer.parse.InvalidEmail` for a bad mailbox id and
     :class:`~sidecar_tools.mailimport.sources.UnknownSource` / OSError for a bad ``path``.
     """
-    from indexer.adapters import aws
+    from indexer.adapters.aws import clients as aws
 
     started = time.monotonic()
     validate_mailbox_id(mailbox)
@@ -142,7 +142,7 @@ def import_path(
     create_table(ddb, settings.table)
     indexer: _Indexer | None = None
     if index:
-        from indexer.adapters.tables import init_tables
+        from indexer.adapters.dynamodb.tables import init_tables
 
         init_tables(ddb, settings)  # the sidecar's own table, as `sidecar init` makes it
         indexer = _Indexer(settings, summary)

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from indexer.adapters import aws, factories
-from indexer.adapters.opensearch import MAPPING_VERSION
-from indexer.adapters.streams import export_records
-from indexer.adapters.tables import init_tables
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.streams import export_records
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.opensearch.index import MAPPING_VERSION
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors

@@ -42,9 +42,9 @@ from typing import Any
 
 from opensearchpy import helpers
 
-from indexer.adapters import aws
-from indexer.adapters.opensearch import OpenSearchIndex, build_client
-from indexer.adapters.tables import init_tables
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.dynamodb.tables import init_tables
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.core.documents import MessageState, Participant, point_id, search_document
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings

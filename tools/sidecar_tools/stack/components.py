@@ -208,7 +208,7 @@ def _redis_argv(settings: Settings, port: int) -> list[str]:
 
 def _moto_probe(settings: Settings) -> bool:
     """Up means DynamoDB, DynamoDB Streams and S3 all answer through our own client factory."""
-    from indexer.adapters.aws import client
+    from indexer.adapters.aws.clients import client
 
     host, port = _host_port(moto_url(settings), 5000)
     if not _port_open(host, port):

@@ -31,8 +31,8 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import ClientError
 
-from indexer.adapters.dynamo_io import items
-from indexer.adapters.tables import create, mail_table_spec
+from indexer.adapters.aws.io import items
+from indexer.adapters.dynamodb.tables import create, mail_table_spec
 from indexer.core.items import message_pk, message_sk, thread_pk
 from sidecar_tools.writer.mapping import (
     MessageItems,
@@ -81,7 +81,7 @@ def _backoff(attempt: int) -> None:
 
 def create_table(client: Any, table: str) -> bool:
     """Create the store table (GSI1 inbox, GSI2 threads, NEW_AND_OLD_IMAGES stream), defined
-    once in :mod:`indexer.adapters.tables` (``sidecar init --mail-table`` makes the same).
+    once in :mod:`indexer.adapters.dynamodb.tables` (``sidecar init --mail-table`` makes the same).
 
     Idempotent: an existing table is left as is. Returns True when this call created it.
     """

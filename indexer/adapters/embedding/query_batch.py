@@ -7,7 +7,7 @@ one encoder thread takes whatever queries are waiting, up to ``max_batch``, enco
 one pass and hands each caller its vector. Nothing waits on purpose: an idle encoder starts
 on the first query at once; queries that arrive during a pass form the next one.
 
-The API hands it :meth:`indexer.adapters.embedder.Embedder.embed_query`, which runs on the
+The API hands it :meth:`indexer.adapters.embedding.embedder.Embedder.embed_query`, which runs on the
 queries' own small ONNX Runtime session, ahead of any document batch of the same process
 (issue 42): a pass here never queues behind a batch of mail.
 """

@@ -27,11 +27,11 @@ from opensearchpy.exceptions import (
     TransportError,
 )
 
-from indexer.adapters import opensearch_cluster as cluster
-from indexer.adapters import opensearch_serverless as aoss
-from indexer.adapters.opensearch_auth import client_options
-from indexer.adapters.opensearch_cluster import Distribution, SidecarOpenSearch, distribution
-from indexer.adapters.opensearch_errors import (
+from indexer.adapters.opensearch import cluster
+from indexer.adapters.opensearch import serverless as aoss
+from indexer.adapters.opensearch.auth import client_options
+from indexer.adapters.opensearch.cluster import Distribution, SidecarOpenSearch, distribution
+from indexer.adapters.opensearch.errors import (
     REFUSED_STATUSES,
     client_error,
     refusal,
@@ -43,7 +43,7 @@ from indexer.core.plan import MessageRef
 from indexer.metrics import BULK_ERRORS, bulk_error_class
 from indexer.settings import Settings
 
-MAPPINGS = files("indexer.adapters") / "mappings"  # package data, read with importlib.resources
+MAPPINGS = files("indexer") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
 MAPPING_VERSION = 6  # mappings/messages-v6.json (v5 + phrase-prefix fields); older kept for reindex
 
@@ -90,7 +90,7 @@ def classify(exc: BaseException) -> ErrorKind | None:
     refused (credentials, access policy, role mapping): a configuration error, retried until
     fixed; a request the engine refuses — another 4xx, or a 5xx whose causes say so
     (``too_many_nested_clauses`` comes as HTTP 500;
-    :func:`~indexer.adapters.opensearch_errors.client_error`) — is poison: never retried, a
+    :func:`~indexer.adapters.opensearch.errors.client_error`) — is poison: never retried, a
     400 for an API caller.
     """
     if isinstance(exc, OSConnectionError | ConnectionTimeout):

@@ -28,7 +28,7 @@ from typing import IO, Any
 
 import qdrant_edge as qe
 
-from indexer.adapters.edge_codec import classified, stored, to_filter
+from indexer.adapters.qdrant.edge_codec import classified, stored, to_filter
 from indexer.core.vectors import Filter, Hit, PointWrite, StoredPoint
 
 EDGE_VERSION = "0.9.0"

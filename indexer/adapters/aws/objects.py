@@ -9,7 +9,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters.dynamo_io import classify_error
+from indexer.adapters.aws.io import classify_error
 
 
 def split_uri(uri: str) -> tuple[str, str]:

@@ -19,7 +19,7 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters.dynamo_io import classify_error
+from indexer.adapters.aws.io import classify_error
 from indexer.settings import Settings
 
 INIT_HINT = "run `sidecar init` once (an operator with dynamodb:CreateTable)"
@@ -30,7 +30,7 @@ MAIL_HINT = (
 
 
 # The sidecar table's TTL attribute (epoch seconds): only dead letters carry it
-# (``indexer.adapters.dlq``); DynamoDB deletes an item some time after it passes.
+# (``indexer.adapters.dynamodb.dlq``); DynamoDB deletes an item some time after it passes.
 TTL_ATTRIBUTE = "ttl"
 
 

@@ -1,7 +1,8 @@
 """DynamoDB adapter: consistent reads of a message's current items, and the sidecar's own table.
 
 The sidecar's table (``<table>-sidecar``) keeps what the mail table cannot answer by message
-key — the participants of a message, one item each (``indexer.adapters.participants``) — plus
+key — the participants of a message, one item each (``indexer.adapters.dynamodb.participants``) —
+plus
 the tailer's checkpoints and leases. Reads of the mail
 table are strongly consistent: the planner's "re-read, write, re-read" relies on it.
 """
@@ -13,9 +14,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters.dynamo_io import Key, batch_get, classify_error, items, pages, plain
-from indexer.adapters.participants import ParticipantStore
-from indexer.adapters.tables import INIT_HINT, MAIL_HINT, Needed, require
+from indexer.adapters.aws.io import Key, batch_get, classify_error, items, pages, plain
+from indexer.adapters.dynamodb.participants import ParticipantStore
+from indexer.adapters.dynamodb.tables import INIT_HINT, MAIL_HINT, Needed, require
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import RecordError
 from indexer.core.items import ItemKind, classify, message_pk, message_sk, thread_pk
@@ -156,7 +157,7 @@ class DynamoStore:
                 removed += 1
         return removed
 
-    # -- sidecar table: participants (see indexer.adapters.participants) ----------------------
+    # -- sidecar table: participants (see indexer.adapters.dynamodb.participants) ------------------
     def participants_of(self, ref: MessageRef) -> tuple[Participant, ...]:
         """The participants the sidecar has seen for a message (strongly consistent)."""
         return self._people.of_many([ref])[ref]

@@ -5,7 +5,7 @@ the image's build stage, never in a runtime image. The graph is made from the we
 (``local_files_only``), never fetched, and is checked before it is published: ONNX Runtime's
 hidden states must match torch's on sample texts of several lengths (a bad trace never
 reaches a worker), then it is renamed into place, so a concurrent reader sees either no graph
-or a whole one. Called through :func:`indexer.adapters.embedder.onnx_graph` (by
+or a whole one. Called through :func:`indexer.adapters.embedding.embedder.onnx_graph` (by
 ``sidecar export-onnx``, the Dockerfile's build stage, or an encoder's first use where torch is
 installed).
 

@@ -27,7 +27,7 @@ from indexer.settings import Settings
 
 class ServerlessSigner(Urllib3AWSV4SignerAuth):
     """The ``aoss`` signer, carrying how long a ``refresh`` waits for writes to become
-    searchable: :class:`~indexer.adapters.opensearch.OpenSearchIndex` reads its mode and that
+    searchable: :class:`~indexer.adapters.opensearch.index.OpenSearchIndex` reads its mode and that
     bound from the client's signer, so every place that builds one from a client follows it."""
 
     def __init__(self, credentials: Any, region: str, visible_timeout_s: float) -> None:
@@ -40,7 +40,7 @@ class OpenSearchConfigError(RuntimeError):
 
 
 def _signer(settings: Settings) -> Urllib3AWSV4SignerAuth:
-    from indexer.adapters import aws
+    from indexer.adapters.aws import clients as aws
 
     session = aws.session(settings)
     credentials = session.get_credentials()

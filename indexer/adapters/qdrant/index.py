@@ -1,9 +1,9 @@
 """The vector index: one collection per embedding model behind an alias, plus an embedding cache,
 on whichever vector store the settings name (see :mod:`indexer.core.vectors`).
 
-- embedded (default): Qdrant Edge in this process (:mod:`indexer.adapters.qdrant_edge`), one
+- embedded (default): Qdrant Edge in this process (:mod:`indexer.adapters.qdrant.edge`), one
   owner process, like the old local mode;
-- server: qdrant-client against ``SIDECAR_QDRANT_URL`` (:mod:`indexer.adapters.qdrant_server`),
+- server: qdrant-client against ``SIDECAR_QDRANT_URL`` (:mod:`indexer.adapters.qdrant.server`),
   with ``SIDECAR_QDRANT_API_KEY`` / ``SIDECAR_QDRANT_PREFER_GRPC``.
 
 The cache collection maps an embedded text's content hash to its vector, so identical text in
@@ -18,7 +18,7 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from indexer.adapters.qdrant_edge import EdgeStore, LegacyStoreError, StoreBusyError
+from indexer.adapters.qdrant.edge import EdgeStore, LegacyStoreError, StoreBusyError
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, collection_name
@@ -45,7 +45,7 @@ def build_store(settings: Settings) -> VectorStore:
     if settings.qdrant_url:
         from qdrant_client import QdrantClient
 
-        from indexer.adapters.qdrant_server import ServerStore
+        from indexer.adapters.qdrant.server import ServerStore
 
         key = settings.qdrant_api_key.get_secret_value() if settings.qdrant_api_key else None
         with warnings.catch_warnings():

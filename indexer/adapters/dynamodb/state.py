@@ -24,7 +24,7 @@ from typing import Any
 
 from botocore.exceptions import ClientError
 
-from indexer.adapters.dynamo_io import error_code, items
+from indexer.adapters.aws.io import error_code, items
 
 log = logging.getLogger(__name__)
 

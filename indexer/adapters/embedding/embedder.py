@@ -2,11 +2,13 @@
 
 Two runtimes behind one class, chosen by ``SIDECAR_EMBED_RUNTIME``: ``onnx`` (the default: ONNX
 Runtime and ``tokenizers`` on a graph exported from the model's weights, no torch — see
-:mod:`indexer.adapters.onnx_encoder`) and ``torch`` (sentence-transformers; any model it loads,
+:mod:`indexer.adapters.embedding.onnx_encoder`) and ``torch`` (sentence-transformers; any model it
+loads,
 GPUs through ``SIDECAR_EMBED_DEVICE``, bfloat16). Both give the same vectors (cosine >= 0.9999
 per text on 1,000 linux-mips texts, tests/integration/test_embed_runtimes.py), so a collection
 does not record which one wrote it. What is known of a model before loading it (dimension,
-prompts, slug) is in :mod:`indexer.adapters.model_files`, re-exported here. Weights are read
+prompts, slug) is in :mod:`indexer.adapters.embedding.model_files`, re-exported here. Weights are
+read
 offline (``HF_HUB_OFFLINE=1``, ``local_files_only``); nothing is ever fetched at run time.
 
 Precision (torch): ``dtype="auto"`` runs the model in bfloat16 where the CPU computes it
@@ -15,7 +17,8 @@ linux-mips texts bfloat16 was ~1.8x faster with every vector within cosine 0.999
 (docs/results/runs/2026-11-30-encoders-bf16.md); vectors are re-normalised in float32 either way, so
 a collection may mix vectors of both precisions. The onnx runtime runs float32 (``auto`` is
 float32 there) or, with ``SIDECAR_EMBED_PRECISION=int8``, the int8 graph made from the same
-weights (:func:`indexer.adapters.onnx_export.quantize`). int8 vectors are *not* interchangeable
+weights (:func:`indexer.adapters.embedding.onnx_export.quantize`). int8 vectors are *not*
+interchangeable
 with float32 ones: the precision is part of the encoder's spec (``<model>#int8``) and of the
 collection's name (``-int8``), so switching is a ``sidecar reindex --vectors``.
 
@@ -38,7 +41,7 @@ from typing import Any
 
 import numpy as np
 
-from indexer.adapters.model_files import (
+from indexer.adapters.embedding.model_files import (
     DEFAULT_PACKAGE,
     DIMENSION,
     MODEL_SLUG,
@@ -116,8 +119,8 @@ def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = Fa
     where this environment can (torch: the dev environment, the image's build stage). A
     ``#int8`` spec: the int8 graph, quantized from the float32 one (exported first if
     needed) where ``onnx`` is installed, and cached beside it, so it is made once."""
-    from indexer.adapters import onnx_export
-    from indexer.adapters.onnx_encoder import graph_path, layout
+    from indexer.adapters.embedding import onnx_export
+    from indexer.adapters.embedding.onnx_encoder import graph_path, layout
 
     info = model_info(spec)
     base = split_precision(spec)[0]
@@ -151,8 +154,8 @@ def encoder_problem(runtime: str, spec: str, onnx_dir: Path | None) -> str | Non
                 f"'mail-search-sidecar[{extra}]' ({', '.join(missing)} not installed)")
     if runtime == "torch":
         return None
-    from indexer.adapters import onnx_export
-    from indexer.adapters.onnx_encoder import OnnxUnsupported, graph_path
+    from indexer.adapters.embedding import onnx_export
+    from indexer.adapters.embedding.onnx_encoder import OnnxUnsupported, graph_path
 
     try:
         info = model_info(spec)
@@ -209,7 +212,7 @@ class Embedder:
                                           batch_size=batch_size, dtype=dtype, device=device)
             self._query_encoder = self._encoder
         elif runtime == "onnx":
-            from indexer.adapters.onnx_encoder import OnnxEncoder
+            from indexer.adapters.embedding.onnx_encoder import OnnxEncoder
 
             if device != "cpu" or dtype == "bfloat16":
                 raise ModelError(f"the onnx runtime runs float32 on the CPU: device={device} "

@@ -2,8 +2,8 @@
 of the indices the sidecar creates, and the copies a bulk write waits for (issue 26).
 
 The numbers travel with the client (:class:`SidecarOpenSearch`, made by
-:func:`~indexer.adapters.opensearch.build_client`), like the serverless mode travels with its
-signer: every :class:`~indexer.adapters.opensearch.OpenSearchIndex` built from a client — the
+:func:`~indexer.adapters.opensearch.index.build_client`), like the serverless mode travels with its
+signer: every :class:`~indexer.adapters.opensearch.index.OpenSearchIndex` built from a client — the
 pipeline, ``sidecar reindex``, tools and tests — creates its indices alike, and a plain
 ``OpenSearch`` client gets the mapping files' single-node layout.
 """
