@@ -7,11 +7,12 @@ API (it sits below it)."""
 
 from __future__ import annotations
 
+import sys
 from typing import Annotated
 
 import typer
 
-from indexer.cli.preflight import check_config, require_encoder
+from indexer.adapters.preflight import config_problem, encoder_missing
 from indexer.settings import get_settings
 
 
@@ -37,8 +38,12 @@ def serve(
     from search_api.serve import serve as run
 
     settings = get_settings()
-    check_config(settings)  # tables: /readyz names a missing one (the API may start first)
-    require_encoder(settings)  # it embeds queries
+    # Not the tables: /readyz names a missing one (the API may start first). The encoder: it
+    # embeds queries.
+    problem = config_problem(settings) or encoder_missing(settings)
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        raise typer.Exit(2)
     run(
         settings,
         host or settings.api_host,

@@ -24,7 +24,8 @@ import logging
 import re
 from dataclasses import dataclass
 
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.metrics import INDEX_MAPPING_VERSION
 
 log = logging.getLogger(__name__)

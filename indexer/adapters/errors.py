@@ -8,7 +8,7 @@ from collections.abc import Callable
 
 from indexer.adapters import broker
 from indexer.adapters.aws import io as dynamo_io
-from indexer.adapters.opensearch import index as opensearch
+from indexer.adapters.opensearch import errors as opensearch
 from indexer.adapters.qdrant import server as qdrant_server
 from indexer.core.errors import ErrorKind, kind_of
 

@@ -23,7 +23,7 @@ console = Console(stderr=True)
 
 def _version_of(mapping: Path) -> int:
     """The version a mapping file declares; it must equal the shipped mapping of that version."""
-    from indexer.adapters.opensearch.index import mapping_file
+    from indexer.adapters.opensearch.family import mapping_file
 
     raw = json.loads(mapping.read_text(encoding="utf-8"))
     version = int(raw["version"])
@@ -98,7 +98,7 @@ def _run(
 ) -> None:
     """One action on the full-text index (``target``: mapping version) or on the vector
     collection (``target``: encoder truncation, None = the configured one)."""
-    from indexer.adapters.opensearch.index import MAPPING_VERSION
+    from indexer.adapters.opensearch.family import MAPPING_VERSION
     from indexer.ops import reindex as text
     from indexer.ops import reindex_vectors as vec
 
@@ -177,7 +177,7 @@ def reindex(
     """Build the index of a new mapping version (or, with --vectors, the collection of a new
     encoder) beside the live one, dual-written; backfill it from the table, verify counts, swap
     the alias atomically; the old one is kept in step for --rollback until --finish."""
-    from indexer.adapters.opensearch.index import MAPPING_VERSION
+    from indexer.adapters.opensearch.family import MAPPING_VERSION
     from indexer.ops.reindex import ReindexError
 
     if sum((rollback, finish, status)) > 1:

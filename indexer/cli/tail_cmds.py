@@ -5,65 +5,20 @@ from __future__ import annotations
 import logging
 import signal
 import threading
-from collections.abc import Sequence
 from typing import Annotated
 
 import typer
 
-from indexer.adapters.dynamodb.state import ShardCheckpoint
 from indexer.cli.preflight import require_tables
 from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
 from indexer.settings import Settings, get_settings
-from indexer.sources.tail import (
-    PAGE_LIMIT,
-    ShardPositions,
-    StartAt,
-    StreamTailer,
-    TailOptions,
-)
+from indexer.sources.tail.loop import StartAt, StreamTailer, TailOptions
+from indexer.sources.tail.positions import PREDECESSORS, READERS, SeededPositions
+from indexer.sources.tail.shards import PAGE_LIMIT
 
 log = logging.getLogger("indexer.tail")
-
-
-READERS = ("fulltext", "vectors")
-# Whose positions a reader without checkpoints of its own starts from: the reader(s) that
-# applied its stages before a `--stage` change ("" is `--stage all`'s checkpoint suffix).
-PREDECESSORS: dict[str, tuple[str, ...]] = {"": READERS, "fulltext": ("",), "vectors": ("",)}
-
-
-def earliest(layouts: Sequence[dict[str, ShardCheckpoint]]) -> dict[str, ShardCheckpoint]:
-    """Per shard, the position that all ``layouts`` have applied (the earliest): a shard one of
-    them lacks is read from its start, so nothing any of them missed is skipped."""
-    merged: dict[str, ShardCheckpoint] = {}
-    for sid in set().union(*layouts):
-        found = [layout[sid] for layout in layouts if sid in layout]
-        if len(found) < len(layouts):
-            merged[sid] = ShardCheckpoint(sid, None)
-        else:  # an open shard's position precedes a closed one's end
-            merged[sid] = min(found, key=lambda c: (c.done, int(c.sequence or -1)))
-    return merged
-
-
-class SeededPositions:
-    """A reader's own checkpoints; while it has none, the earliest positions of the readers it
-    replaces, once they all have some. Switching `--stage` (e.g. the old default `each` to
-    `all`) therefore neither re-reads the stream's whole retention nor, with `--start-at
-    latest`, skips what the old readers had not applied yet."""
-
-    def __init__(self, own: ShardPositions, before: Sequence[ShardPositions]) -> None:
-        self._own, self._before = own, before
-
-    def load(self) -> dict[str, ShardCheckpoint]:
-        saved = self._own.load()
-        if saved or not self._before:
-            return saved
-        layouts = [store.load() for store in self._before]
-        return earliest(layouts) if all(layouts) else {}
-
-    def save(self, checkpoint: ShardCheckpoint) -> None:
-        self._own.save(checkpoint)
 
 
 def build_tailer(

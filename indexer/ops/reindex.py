@@ -43,7 +43,8 @@ from typing import Any
 from indexer.adapters import factories
 from indexer.adapters.aws import clients as aws
 from indexer.adapters.dynamodb.store import message_items
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.core.plan import MessageRef
 from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send

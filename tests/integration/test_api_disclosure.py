@@ -96,7 +96,8 @@ def test_a_malformed_thread_count_is_shown_as_null(settings: Settings) -> None:
 
 
 def test_readyz_warns_when_the_live_index_is_older_than_the_code(settings: Settings) -> None:
-    from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
+    from indexer.adapters.opensearch.family import MAPPING_VERSION
+    from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
     from search_api.mapping_check import MAPPING_CODES
 
     older = OpenSearchIndex(build_client(settings), settings.opensearch_index)

@@ -13,7 +13,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.settings import Settings, to_env
 from search_api.query import build_search_body, parse

@@ -19,6 +19,7 @@ from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack
+from sidecar_tools.stack.settings import StackSettings
 from tests.waiting import http_ok, wait_for
 
 # Deselected with the other server tests (and said so) where no Qdrant binary is found.
@@ -27,7 +28,7 @@ pytestmark = [pytest.mark.slow, pytest.mark.qdrant_server]
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
-    classpath = opensearch_node.prepare(components.opensearch_cache_dir(Settings()))
+    classpath = opensearch_node.prepare(components.opensearch_cache_dir(StackSettings()))
     stack = ClusterStack(Path(tmp_path_factory.mktemp("cluster")), classpath)
     try:
         stack.up(180)

@@ -159,7 +159,7 @@ def test_the_model_embeds_with_its_prompts_and_dimension(tiny_model: Path, runti
 def test_the_roles_that_never_embed_import_no_encoder() -> None:
     """Subprocess: what the tailer, the full-text worker (the Celery tasks module), the CLI
     (tail, ingest, backfill, reconcile, purge), the ops and the Lambda handler import."""
-    modules = ["indexer.sources.tail", "indexer.sources.lambda_handler",
+    modules = ["indexer.sources.tail.loop", "indexer.sources.lambda_handler",
                "indexer.sources.backfill", "indexer.pipeline.tasks", "indexer.pipeline.dispatch",
                "indexer.pipeline.workers",
                "indexer.ops.reconcile", "indexer.ops.purge", "indexer.cli.main"]

@@ -9,7 +9,8 @@ from __future__ import annotations
 import pytest
 from prometheus_client import REGISTRY
 
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.settings import Settings
 from search_api.mapping_check import MAPPING_CODES, check, mapping_warning, version_of
 

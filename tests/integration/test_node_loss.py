@@ -53,6 +53,7 @@ from search_api.auth import token_hash
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack, free_base
 from sidecar_tools.stack.qdrant_server import server_binary
+from sidecar_tools.stack.settings import StackSettings
 from sidecar_tools.writer.mapping import sha256_hex, to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
 from tests.api_fixtures import TOKEN_A, free_port, mail, serve_process
@@ -78,7 +79,7 @@ CLUSTER_BASES = (30200, 31200, 27200, 26200)  # away from test_cluster_stack.py'
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ClusterStack]:
     """The cluster stack, owned by this module: down (every node SIGKILLed) at its end."""
-    classpath = opensearch_node.prepare(components.opensearch_cache_dir(Settings()))
+    classpath = opensearch_node.prepare(components.opensearch_cache_dir(StackSettings()))
     stack = ClusterStack(Path(tmp_path_factory.mktemp("cluster")), classpath,
                          base=free_base(CLUSTER_BASES),
                          jvm=("-XX:TieredStopAtLevel=1",))  # C1 only: nodes restart faster

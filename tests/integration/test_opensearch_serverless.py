@@ -26,7 +26,7 @@ import pytest
 from opensearchpy.exceptions import NotFoundError, RequestError
 
 from indexer.adapters import factories
-from indexer.adapters.opensearch.index import MAPPING_VERSION, mapping_file
+from indexer.adapters.opensearch.family import MAPPING_VERSION, mapping_file
 from indexer.core.plan import MessageRef
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile

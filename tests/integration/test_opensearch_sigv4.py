@@ -13,8 +13,9 @@ import pytest
 from fastapi.testclient import TestClient
 from opensearchpy.exceptions import AuthorizationException
 
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
-from indexer.cli.preflight import check_config
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
+from indexer.adapters.preflight import config_problem
 from indexer.core.errors import ConfigurationError
 from indexer.ops import reindex as ops
 from indexer.ops.purge import purge
@@ -120,5 +121,5 @@ def test_serverless_passes_the_start_up_check(settings: Settings) -> None:
     with pytest.MonkeyPatch.context() as env:
         env.setenv("AWS_ACCESS_KEY_ID", KEY)
         env.setenv("AWS_SECRET_ACCESS_KEY", SECRET)
-        check_config(aoss)
+        assert config_problem(aoss) is None
         assert build_client(aoss).transport.kwargs["http_auth"].service == "aoss"

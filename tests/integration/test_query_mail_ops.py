@@ -42,7 +42,7 @@ def test_bad_dates_are_query_errors(q: str) -> None:
 def index() -> Iterator[tuple[Any, str]]:
     from opensearchpy import OpenSearch
 
-    from indexer.adapters.opensearch.index import MAPPING_VERSION, mapping_file
+    from indexer.adapters.opensearch.family import MAPPING_VERSION, mapping_file
     from indexer.settings import Settings
 
     client = OpenSearch(hosts=[Settings().opensearch_url])
@@ -134,7 +134,7 @@ def test_a_liked_analyzer_reads_only_the_source_s_body() -> None:
 
 
 def test_the_current_mapping_defines_the_liked_body_analyzer() -> None:
-    from indexer.adapters.opensearch.index import MAPPING_VERSION, mapping_file
+    from indexer.adapters.opensearch.family import MAPPING_VERSION, mapping_file
     from search_api.query.more_like_this import LIKED_BODY_ANALYZER
 
     analysis = mapping_file(MAPPING_VERSION)["template"]["settings"]["analysis"]

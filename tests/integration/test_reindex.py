@@ -17,7 +17,8 @@ from typing import Any
 import pytest
 from celery.exceptions import TimeoutError as TaskTimeout
 
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, mapping_file
+from indexer.adapters.opensearch.family import MAPPING_VERSION, mapping_file
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.cli.tail_cmds import build_tailer
 from indexer.ops import reindex as ops

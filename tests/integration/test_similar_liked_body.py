@@ -12,7 +12,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex, build_client
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from search_api.backends import Backends

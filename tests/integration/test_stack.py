@@ -23,9 +23,9 @@ import typer
 from typer.testing import CliRunner
 
 from indexer.adapters.aws.clients import client
-from indexer.settings import Settings, get_settings
 from sidecar_tools.cli.stack_cmds import register
 from sidecar_tools.stack import manager
+from sidecar_tools.stack.settings import StackSettings, get_stack_settings
 from tests.waiting import wait_for
 
 # No skip when java or mvn is missing: CI installs them, and a skipped stack test proves nothing.
@@ -70,7 +70,7 @@ def _status_json() -> dict[str, Any]:
     return data
 
 
-def _http(settings: Settings, method: str, path: str, body: Any = None) -> Any:
+def _http(settings: StackSettings, method: str, path: str, body: Any = None) -> Any:
     request = urllib.request.Request(
         settings.opensearch_url + path,
         method=method,
@@ -82,7 +82,7 @@ def _http(settings: Settings, method: str, path: str, body: Any = None) -> Any:
 
 
 @pytest.fixture(scope="module")
-def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
+def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[StackSettings]:
     """Bring up a private stack once for the module, and always take it down afterwards."""
     state = tmp_path_factory.mktemp("stack")
     os_port, redis_port, moto_port = _free_ports(3)
@@ -96,20 +96,20 @@ def stack(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Settings]:
     with pytest.MonkeyPatch.context() as mp:
         for key, value in env.items():
             mp.setenv(key, value)
-        get_settings.cache_clear()
-        settings = get_settings()
+        get_stack_settings.cache_clear()
+        settings = get_stack_settings()
         try:
             manager.up(settings)
             yield settings
         finally:
             manager.down(settings)
-            get_settings.cache_clear()
+            get_stack_settings.cache_clear()
 
 
 def test_failed_up_names_the_component_and_stops_what_it_started(tmp_path: Path) -> None:
     """A squatter on Redis's port makes redis-server exit; the rest must be rolled back."""
     os_port, redis_port, moto_port = _free_ports(3)
-    settings = Settings(
+    settings = StackSettings(
         state_dir=tmp_path,
         opensearch_url=f"http://127.0.0.1:{os_port}",
         redis_url=f"redis://127.0.0.1:{redis_port}/0",
@@ -125,7 +125,7 @@ def test_failed_up_names_the_component_and_stops_what_it_started(tmp_path: Path)
     assert not _port_open(moto_port)
 
 
-def test_status_reports_every_component_up(stack: Settings) -> None:
+def test_status_reports_every_component_up(stack: StackSettings) -> None:
     assert _cli("status").exit_code == 0
     data = _status_json()
     rows = {row["name"]: row for row in data["components"]}
@@ -139,7 +139,7 @@ def test_status_reports_every_component_up(stack: Settings) -> None:
     assert all(isinstance(rows[name]["pid"], int) for name in SPAWNED)
 
 
-def test_opensearch_is_the_real_thing(stack: Settings) -> None:
+def test_opensearch_is_the_real_thing(stack: StackSettings) -> None:
     banner = _http(stack, "GET", "/")
     assert banner["version"]["distribution"] == "opensearch"
     assert banner["version"]["number"].startswith("2.19.")
@@ -160,7 +160,7 @@ def test_opensearch_is_the_real_thing(stack: Settings) -> None:
     assert _http(stack, "GET", "/probe/_count")["count"] == 1
 
 
-def test_redis_and_moto_answer(stack: Settings) -> None:
+def test_redis_and_moto_answer(stack: StackSettings) -> None:
     conn = redis.Redis.from_url(stack.redis_url)
     assert conn.ping()
     conn.close()
@@ -171,7 +171,7 @@ def test_redis_and_moto_answer(stack: Settings) -> None:
     assert [b["Name"] for b in s3.list_buckets()["Buckets"]] == ["probe"]
 
 
-def test_up_again_is_a_noop(stack: Settings) -> None:
+def test_up_again_is_a_noop(stack: StackSettings) -> None:
     before = {row.name: row.pid for row in manager.status(stack)}
     began = time.monotonic()
     after = {row.name: row.pid for row in manager.up(stack)}
@@ -179,7 +179,7 @@ def test_up_again_is_a_noop(stack: Settings) -> None:
     assert time.monotonic() - began < 15
 
 
-def test_env_exports_the_running_stack(stack: Settings) -> None:
+def test_env_exports_the_running_stack(stack: StackSettings) -> None:
     result = _cli("env")
     assert result.exit_code == 0
     lines = result.stdout.splitlines()
@@ -189,7 +189,7 @@ def test_env_exports_the_running_stack(stack: Settings) -> None:
     assert any(line.startswith("export SIDECAR_REDIS_URL=") for line in lines)
 
 
-def test_killed_redis_is_reported_then_down_leaves_nothing(stack: Settings) -> None:
+def test_killed_redis_is_reported_then_down_leaves_nothing(stack: StackSettings) -> None:
     """Runs last: it breaks the stack on purpose."""
     pids = {row["name"]: row["pid"] for row in _status_json()["components"]}
     os.kill(pids["redis"], signal.SIGKILL)

@@ -15,10 +15,10 @@ import pytest
 from typer.testing import CliRunner
 
 from indexer.cli.main import app
-from indexer.settings import Settings, get_settings
 from sidecar_tools.stack import cluster_service
 from sidecar_tools.stack.cluster import ports
 from sidecar_tools.stack.qdrant_server import server_binary
+from sidecar_tools.stack.settings import StackSettings, get_stack_settings
 
 pytestmark = [pytest.mark.slow, pytest.mark.qdrant_server, pytest.mark.timeout(600),
               pytest.mark.skipif(server_binary() is None, reason="no Qdrant server binary")]
@@ -41,19 +41,19 @@ def _get(url: str) -> Any:
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> Iterator[Settings]:
+def state(tmp_path: Path) -> Iterator[StackSettings]:
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("SIDECAR_STATE_DIR", str(tmp_path))
-        get_settings.cache_clear()
-        settings = get_settings()
+        get_stack_settings.cache_clear()
+        settings = get_stack_settings()
         try:
             yield settings
         finally:
             cluster_service.down(settings)
-            get_settings.cache_clear()
+            get_stack_settings.cache_clear()
 
 
-def test_cluster_up_env_down(state: Settings) -> None:
+def test_cluster_up_env_down(state: StackSettings) -> None:
     up = _cli("up", "--cluster")
     assert up.exit_code == 0, up.output
     env = _cli("env", "--cluster")

@@ -15,7 +15,7 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from indexer.adapters.dynamodb.state import Lease, ShardCheckpoint
 from indexer.core.export_window import iso
 from indexer.metrics import GAPS
-from indexer.sources.tail import StreamTailer, TailOptions
+from indexer.sources.tail.loop import StreamTailer, TailOptions
 
 ARN = "arn:aws:dynamodb:us-east-1:0:table/t/stream/x"
 
@@ -561,7 +561,7 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
     from typer.testing import CliRunner
 
     from indexer.cli import tail_cmds
-    from indexer.sources.tail import Gap
+    from indexer.sources.tail.positions import Gap
 
     seen: dict[str, Any] = {}
 
@@ -600,7 +600,7 @@ def test_a_stage_change_starts_where_the_old_readers_left_off() -> None:
     """`each` → `all` (the old default to the new) and back: the new reader starts at the
     earliest position the old ones applied, a shard one of them lacks from its start."""
     from indexer.adapters.dynamodb.state import ShardCheckpoint
-    from indexer.cli.tail_cmds import SeededPositions
+    from indexer.sources.tail.positions import SeededPositions
 
     class Store:
         def __init__(self, *saved: ShardCheckpoint) -> None:

@@ -19,9 +19,9 @@ from opensearchpy.exceptions import (
 from qdrant_client.http.exceptions import UnexpectedResponse
 
 from indexer.adapters.errors import classify
+from indexer.adapters.opensearch import errors as opensearch
 from indexer.adapters.opensearch import errors as opensearch_errors
-from indexer.adapters.opensearch import index as opensearch
-from indexer.adapters.opensearch.index import OpenSearchIndex
+from indexer.adapters.opensearch.writes import item_outcome
 from indexer.adapters.qdrant import server as qdrant_server
 from indexer.core.documents import point_id
 from indexer.core.errors import ConfigurationError, ErrorKind, TransientError, kind_of
@@ -78,11 +78,11 @@ def test_a_refused_bulk_item_stalls_the_batch_instead_of_poisoning_its_message()
     transient: list[str] = []
     refused: list[tuple[int, str]] = []
     item = {"index": {"_id": point_id(ref), "status": 403, "error": ROLE_403["error"]}}
-    OpenSearchIndex._outcome(False, item, {point_id(ref): ref}, poison, transient,
+    item_outcome(False, item, {point_id(ref): ref}, poison, transient,
                              refused)
     assert poison == {} and transient == [] and refused and refused[0][0] == 403
     rejected = {"index": {"_id": point_id(ref), "status": 400, "error": "mapper"}}
-    OpenSearchIndex._outcome(False, rejected, {point_id(ref): ref}, poison, transient,
+    item_outcome(False, rejected, {point_id(ref): ref}, poison, transient,
                              refused)
     assert ref in poison  # a real rejection of the message is still poison
 

@@ -6,7 +6,8 @@ from __future__ import annotations
 import pytest
 
 from indexer.adapters.opensearch.auth import ServerlessSigner, client_options
-from indexer.adapters.opensearch.index import OpenSearchIndex, build_client, mapping_file
+from indexer.adapters.opensearch.family import mapping_file
+from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
 from indexer.adapters.opensearch.serverless import REFUSED_SETTINGS, strip_settings
 from indexer.settings import Settings
 

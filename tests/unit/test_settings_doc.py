@@ -8,6 +8,7 @@ import re
 from pathlib import Path
 
 from indexer.settings import Settings
+from sidecar_tools.stack.settings import StackSettings
 
 PAGE = Path(__file__).resolve().parents[2] / "docs" / "reference" / "configuration.md"
 
@@ -29,6 +30,6 @@ def test_every_setting_is_on_the_configuration_page() -> None:
 
 
 def test_the_page_names_no_setting_that_does_not_exist() -> None:
-    known = {f"SIDECAR_{n.upper()}" for n in Settings.model_fields}
+    known = {f"SIDECAR_{n.upper()}" for n in StackSettings.model_fields}
     named = {v for row in _rows() for v in re.findall(r"`(SIDECAR_[A-Z0-9_]+)`", row.split("|")[1])}
     assert named - known == set()

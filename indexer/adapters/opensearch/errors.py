@@ -18,7 +18,7 @@ from typing import Any
 from opensearchpy.exceptions import ConnectionError as OSConnectionError
 from opensearchpy.exceptions import ConnectionTimeout, TransportError
 
-from indexer.core.errors import ConfigurationError
+from indexer.core.errors import ConfigurationError, ErrorKind, PoisonError, TransientError
 
 REFUSED_STATUSES = frozenset({401, 403})  # the sidecar refused, not the request
 
@@ -103,3 +103,61 @@ def _detail(exc: TransportError) -> str:
             return f"{error.get('type', '')}: {error.get('reason', '')}"
         return str(info.get("message") or error or info)
     return str(exc.error)
+
+
+def classify(exc: BaseException) -> ErrorKind | None:
+    """The kind of an opensearch-py exception (``None``: not opensearch-py's).
+
+    Connection trouble, timeouts, 429 and genuine 5xx are transient; 401/403 is the sidecar
+    refused (credentials, access policy, role mapping): a configuration error, retried until
+    fixed; a request the engine refuses — another 4xx, or a 5xx whose causes say so
+    (``too_many_nested_clauses`` comes as HTTP 500;
+    :func:`~indexer.adapters.opensearch.errors.client_error`) — is poison: never retried, a
+    400 for an API caller.
+    """
+    if isinstance(exc, OSConnectionError | ConnectionTimeout):
+        return ErrorKind.TRANSIENT
+    if isinstance(exc, TransportError):
+        if exc.status_code in REFUSED_STATUSES:
+            return ErrorKind.CONFIG
+        if client_error(exc) is not None:
+            return ErrorKind.POISON
+        status = exc.status_code if isinstance(exc.status_code, int) else 0
+        if status == 429 or status >= 500:
+            return ErrorKind.TRANSIENT
+        return ErrorKind.POISON if 400 <= status < 500 else ErrorKind.UNEXPECTED
+    return None
+
+
+def is_transient(exc: BaseException) -> bool:
+    """Worth retrying later: an outage, or a 401/403 an operator will fix (for an API caller
+    both are the engine unavailable, a 503 — never the query's fault)."""
+    return classify(exc) in (ErrorKind.TRANSIENT, ErrorKind.CONFIG)
+
+
+def core_error(exc: BaseException, what: str) -> Exception | None:
+    """The core's error for an opensearch-py exception: :class:`ConfigurationError` for a
+    401/403 (saying what to check), :class:`TransientError` for an outage; ``None``: let it
+    through as it is."""
+    refused = refusal(exc)
+    if refused is not None:
+        return refused
+    return TransientError(f"{what}: {exc}") if classify(exc) is ErrorKind.TRANSIENT else None
+
+
+class SearchBudgetExceeded(PoisonError):
+    """A search took longer than its time budget: the engine stopped it (partial results are
+    not served) — the request is too costly, not the engine down."""
+
+    def __init__(self, budget_ms: int) -> None:
+        super().__init__(
+            f"the search took longer than its budget of {budget_ms} ms "
+            "(SIDECAR_SEARCH_TIMEOUT_MS): narrow the query (fewer prefixes or words, a date "
+            "range, a sender)"
+        )
+        self.budget_ms = budget_ms
+
+
+def cancelled(exc: BaseException) -> bool:
+    """OpenSearch cancelled the search task after ``cancel_after_time_interval``."""
+    return isinstance(exc, TransportError) and "task_cancelled" in str(exc.info)

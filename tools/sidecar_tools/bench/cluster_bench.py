@@ -42,6 +42,7 @@ from sidecar_tools.bench.dataset import Dataset
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack, free_base
 from sidecar_tools.stack.qdrant_server import server_binary, start_server
+from sidecar_tools.stack.settings import get_stack_settings
 
 Log = Callable[[str], None]
 STACKS = ("single", "cluster")
@@ -75,7 +76,7 @@ def stacks(base: Settings, run_dir: Path, heap: str, log: Log) -> Iterator[dict[
     with ExitStack() as stack:
         server = start_server(binary, run_dir / "qdrant-single")
         stack.callback(server.stop)
-        classpath = opensearch_node.prepare(components.opensearch_cache_dir(base))
+        classpath = opensearch_node.prepare(components.opensearch_cache_dir(get_stack_settings()))
         cluster = ClusterStack(run_dir / "cluster", classpath, base=free_base(CLUSTER_BASES),
                                heap=heap)
         stack.callback(cluster.down)

@@ -55,7 +55,8 @@ from indexer.adapters.dynamodb.state import ShardCheckpoint, ShardCheckpointStor
 from indexer.adapters.dynamodb.store import DynamoStore
 from indexer.adapters.dynamodb.tables import create, init_tables, mail_table_spec
 from indexer.adapters.embedding.embedder import build_embedder, model_info
-from indexer.adapters.opensearch.index import MAPPING_VERSION, OpenSearchIndex
+from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.items import ItemKind, classify
@@ -65,7 +66,7 @@ from indexer.pipeline.ingest import IngestSummary
 from indexer.settings import Settings
 from indexer.sources.backfill import BackfillSummary, backfill_export
 from indexer.sources.scan import backfill_scan
-from indexer.sources.tail import PAGE_LIMIT
+from indexer.sources.tail.shards import PAGE_LIMIT
 from sidecar_tools.bench.cost_worker import InProcessWorker, instrumented
 from sidecar_tools.bench.meter import Meter, item_size, read_units, write_units
 from sidecar_tools.bench.namespaces import own_namespace

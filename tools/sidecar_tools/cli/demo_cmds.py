@@ -14,13 +14,13 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from indexer.settings import Settings, get_settings
+from sidecar_tools.stack.settings import StackSettings, get_stack_settings
 
 SAMPLE = Path(__file__).resolve().parents[1] / "demo_data" / "sample-mailbox.jsonl"
 console = Console()
 
 
-def _stored(ddb: Any, settings: Settings, mailbox: str) -> None:
+def _stored(ddb: Any, settings: StackSettings, mailbox: str) -> None:
     from indexer.adapters.aws.io import plain
     from indexer.core.errors import RecordError
     from indexer.core.items import classify
@@ -44,7 +44,7 @@ def _stored(ddb: Any, settings: Settings, mailbox: str) -> None:
     console.print(table)
 
 
-def _fulltext(settings: Settings, mailbox: str, queries: list[str]) -> None:
+def _fulltext(settings: StackSettings, mailbox: str, queries: list[str]) -> None:
     from indexer.adapters import factories
 
     index = factories.fulltext_index(settings)
@@ -65,7 +65,7 @@ def _fulltext(settings: Settings, mailbox: str, queries: list[str]) -> None:
             console.print(f"  {hit['_score']:.2f}  {hit['_source']['subject']}")
 
 
-def _neighbours(settings: Settings, mailbox: str) -> None:
+def _neighbours(settings: StackSettings, mailbox: str) -> None:
     from indexer.adapters import factories
     from indexer.core.vectors import match
 
@@ -118,7 +118,7 @@ def demo(
     from indexer.sources.files import read_sources
     from sidecar_tools.writer.files import load_file
 
-    settings = get_settings()
+    settings = get_stack_settings()
     ddb = aws.client(settings, "dynamodb")
     init_tables(ddb, settings, mail_table=True)  # a demo on an emulator: both tables
     summary = load_file(ddb, settings.table, file, mailbox)

@@ -16,8 +16,8 @@ from rich.console import Console
 from rich.markup import escape
 from rich.table import Table
 
-from indexer.settings import get_settings
 from sidecar_tools.stack import manager
+from sidecar_tools.stack.settings import get_stack_settings
 
 __all__ = ["register"]
 
@@ -59,13 +59,13 @@ def _up(cluster: bool = _CLUSTER) -> None:
     if cluster:
         from sidecar_tools.stack import cluster_service
 
-        stack = cluster_service.up(get_settings())
+        stack = cluster_service.up(get_stack_settings())
         console.print(f"cluster up (3 OpenSearch + 3 Qdrant nodes, port base {stack.base}) in "
                       f"{time.monotonic() - began:.1f}s; `sidecar stack env --cluster` prints "
                       "its settings")
         return
     try:
-        rows = manager.up(get_settings())
+        rows = manager.up(get_stack_settings())
     except manager.StackError as exc:
         # Log tails are full of [brackets]: escape them, and never re-wrap log lines.
         Console(stderr=True, soft_wrap=True, highlight=False).print(
@@ -85,10 +85,10 @@ def _down(cluster: bool = _CLUSTER) -> None:
     if cluster:
         from sidecar_tools.stack import cluster_service
 
-        gone = cluster_service.down(get_settings())
+        gone = cluster_service.down(get_stack_settings())
         Console().print(f"stopped: {', '.join(gone)}" if gone else "no cluster to stop")
         return
-    stopped = manager.down(get_settings())
+    stopped = manager.down(get_stack_settings())
     Console().print(f"stopped: {', '.join(stopped)}" if stopped else "nothing to stop")
 
 
@@ -96,7 +96,7 @@ def _status(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Show each component; exit 0 only when all of them are up."""
-    rows = manager.status(get_settings())
+    rows = manager.status(get_stack_settings())
     ok = _all_up(rows)
     if as_json:
         sys.stdout.write(json.dumps({"components": [asdict(r) for r in rows], "ok": ok}) + "\n")
@@ -108,7 +108,7 @@ def _status(
 
 def _env(cluster: bool = _CLUSTER) -> None:
     """Print ``export SIDECAR_...`` lines; use as ``eval "$(sidecar stack env)"``."""
-    settings = get_settings()
+    settings = get_stack_settings()
     if cluster:
         from sidecar_tools.stack import cluster_service
 

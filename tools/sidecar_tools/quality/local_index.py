@@ -21,7 +21,7 @@ from indexer.adapters import factories
 from indexer.adapters.aws import clients as aws
 from indexer.adapters.aws.streams import export_records
 from indexer.adapters.dynamodb.tables import init_tables
-from indexer.adapters.opensearch.index import MAPPING_VERSION
+from indexer.adapters.opensearch.family import MAPPING_VERSION
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.pipeline.ingest import Ingestor, IngestSummary
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors

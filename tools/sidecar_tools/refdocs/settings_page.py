@@ -11,33 +11,33 @@ from typing import Any, Literal, Union, get_args, get_origin
 from pydantic import SecretStr
 from pydantic.fields import FieldInfo
 
-from indexer.settings import Settings
+from indexer.settings import Settings, group_of
+from indexer.settings.api import ApiSettings
+from indexer.settings.aws import AwsSettings
+from indexer.settings.embedding import EmbeddingSettings
+from indexer.settings.observability import ObservabilitySettings
+from indexer.settings.opensearch import OpenSearchSettings
+from indexer.settings.pipeline import PipelineSettings
+from indexer.settings.qdrant import QdrantSettings
+from indexer.settings.store import StoreSettings
+from sidecar_tools.stack.settings import StackSettings
 
-# Sections of the page, by field-name prefix (the first that matches wins); a field no
-# section names is listed under "Other" until it is placed here.
-SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("Mail store and AWS", ("table", "state_table", "aws_", "dynamodb", "s3_", "export_")),
-    ("OpenSearch", ("opensearch_url", "opensearch_shards", "opensearch_replicas",
-                    "opensearch_wait", "opensearch_refresh", "opensearch_index",
-                    "opensearch_auth",
-                    "opensearch_aws", "opensearch_visible", "opensearch_user",
-                    "opensearch_pass", "opensearch_verify", "opensearch_ca",
-                    "opensearch_pool", "search_timeout")),
-    ("Qdrant", ("qdrant_",)),
-    ("Pipeline", ("redis_", "queue_prefix", "batch_messages", "max_retries", "retry_backoff",
-                  "transient_retry", "visibility_timeout", "dlq_")),
-    ("Encoder", ("embed_",)),
-    ("Search API", ("api_", "env", "dev_mailboxes", "cursor_key", "expose_scores", "console")),
-    ("Metrics and logs", ("metrics_", "log_level")),
-    ("Local stack (tooling only)", ("state_dir", "moto_port", "opensearch_heap")),
+# A section per settings group (the class that declares the field, its module's docstring
+# as the section's opening line), then the tooling's own knobs.
+SECTIONS: tuple[tuple[type, str], ...] = (
+    (StoreSettings, "Mail store"), (AwsSettings, "AWS"), (OpenSearchSettings, "OpenSearch"),
+    (QdrantSettings, "Qdrant"), (EmbeddingSettings, "Encoder"), (PipelineSettings, "Pipeline"),
+    (ApiSettings, "Search API"), (ObservabilitySettings, "Metrics and logs"),
 )
+LOCAL_STACK = "Local stack (tooling only)"
 
 INTRO = """\
 # Configuration reference
 
 Every command reads its settings from `SIDECAR_*` environment variables
-(`indexer/settings.py`), so two stacks or two tables can live on one machine. A value that
-does not fit its type or range stops the command at start with one line naming the variable.
+(`indexer/settings/`, one module per group), so two stacks or two tables can live on one
+machine. A value that does not fit its type or range stops the command at start with one line
+naming the variable.
 Lists are JSON (`SIDECAR_DEV_MAILBOXES='["me"]'`); secrets are never logged or shown.
 `eval "$(sidecar stack env)"` exports the running local stack's addresses.
 
@@ -52,10 +52,10 @@ def variable(name: str) -> str:
 
 
 def _section(name: str) -> str:
-    for title, prefixes in SECTIONS:
-        if any(name.startswith(p) for p in prefixes):
-            return title
-    return "Other"
+    if name not in Settings.model_fields:
+        return LOCAL_STACK
+    group = group_of(name)
+    return next(title for cls, title in SECTIONS if cls is group)
 
 
 def _optional(annotation: Any) -> tuple[Any, bool]:
@@ -109,6 +109,14 @@ def _default(field: FieldInfo) -> str:
     return f"`{value}`"
 
 
+def _first_paragraph(cls: type) -> str:
+    """The group module's opening paragraph, on one line."""
+    import sys
+
+    doc = sys.modules[cls.__module__].__doc__ or ""
+    return " ".join(doc.split("\n\n")[0].split())
+
+
 def _cell(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
@@ -116,7 +124,7 @@ def _cell(text: str) -> str:
 def render() -> str:
     """The whole page, deterministic (fields in their definition order within a section)."""
     grouped: dict[str, list[str]] = {}
-    for name, field in Settings.model_fields.items():
+    for name, field in StackSettings.model_fields.items():
         kind = _type(field)
         limits = _constraints(field)
         if limits:
@@ -125,9 +133,12 @@ def render() -> str:
                f"{_cell(field.description or '')} |")
         grouped.setdefault(_section(name), []).append(row)
     lines = [INTRO]
-    for title in [t for t, _ in SECTIONS] + ["Other"]:
+    intros = {title: _first_paragraph(cls) for cls, title in SECTIONS}
+    intros[LOCAL_STACK] = "The local stack's own knobs: no runtime process reads them."
+    for title in [t for _, t in SECTIONS] + [LOCAL_STACK]:
         if title not in grouped:
             continue
-        lines += [f"## {title}", "", "| variable | type | default | meaning |",
+        lines += [f"## {title}", "", intros[title], "",
+                  "| variable | type | default | meaning |",
                   "|---|---|---|---|", *grouped[title], ""]
     return "\n".join(lines)

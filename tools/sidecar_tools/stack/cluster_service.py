@@ -21,9 +21,9 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from indexer.settings import Settings
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack, free_base
+from sidecar_tools.stack.settings import StackSettings
 
 # Away from the single-node stack (9200, 6379, 5000) and from the cluster stacks that tests
 # and ``bench-cluster`` start for themselves (22200-31200), below the ephemeral ports.
@@ -37,11 +37,11 @@ class Node:
     started: int  # /proc/<pid>/stat field 22: tells this process from a later one
 
 
-def _home(settings: Settings) -> Path:
+def _home(settings: StackSettings) -> Path:
     return settings.state_dir.resolve() / "cluster"
 
 
-def _record(settings: Settings) -> tuple[int, list[Node]] | None:
+def _record(settings: StackSettings) -> tuple[int, list[Node]] | None:
     path = _home(settings) / "nodes.json"
     if not path.exists():
         return None
@@ -63,7 +63,7 @@ def _alive(node: Node) -> bool:
     return _started(node.pid) == node.started
 
 
-def running(settings: Settings) -> ClusterStack | None:
+def running(settings: StackSettings) -> ClusterStack | None:
     """The standing cluster when every one of its nodes is still alive, else None."""
     found = _record(settings)
     if found is None or not all(_alive(n) for n in found[1]):
@@ -71,7 +71,7 @@ def running(settings: Settings) -> ClusterStack | None:
     return ClusterStack(_home(settings), [], base=found[0])
 
 
-def up(settings: Settings, heap: str = "512m", timeout_s: float = 300.0) -> ClusterStack:
+def up(settings: StackSettings, heap: str = "512m", timeout_s: float = 300.0) -> ClusterStack:
     """Start the cluster (or find it running) and wait until both engines have three nodes:
     OpenSearch green, three Qdrant peers. Idempotent; a half-dead one is replaced."""
     existing = running(settings)
@@ -91,7 +91,7 @@ def up(settings: Settings, heap: str = "512m", timeout_s: float = 300.0) -> Clus
     return stack
 
 
-def down(settings: Settings, grace_s: float = 30.0) -> list[str]:
+def down(settings: StackSettings, grace_s: float = 30.0) -> list[str]:
     """Stop the standing cluster's nodes (SIGTERM, SIGKILL after ``grace_s``) and remove its
     data; the names of the nodes stopped. Safe to run twice."""
     found = _record(settings)

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
-from indexer.settings import Settings
 from sidecar_tools.stack import opensearch_node
+from sidecar_tools.stack.settings import StackSettings
 
 __all__ = ["LOCAL_HOSTS", "ComponentStatus", "Spec", "StackError", "env_lines", "moto_url",
            "opensearch_cache_dir", "qdrant_state", "specs"]
@@ -94,7 +94,7 @@ def _host_port(url: str, default_port: int) -> tuple[str, int]:
     return parts.hostname or "127.0.0.1", parts.port or default_port
 
 
-def moto_url(settings: Settings) -> str:
+def moto_url(settings: StackSettings) -> str:
     """moto's endpoint: the configured AWS endpoint, else ``moto_port`` on loopback."""
     if settings.aws_endpoint_url:
         return settings.aws_endpoint_url.rstrip("/")
@@ -104,7 +104,7 @@ def moto_url(settings: Settings) -> str:
 # --- OpenSearch -------------------------------------------------------------------------------
 
 
-def opensearch_cache_dir(settings: Settings) -> Path:
+def opensearch_cache_dir(settings: StackSettings) -> Path:
     """Where the launcher's jars live: one per-user cache keyed by the launcher's inputs.
 
     Shared across clones, state dirs and test stacks so only the first ``up`` on a machine
@@ -140,7 +140,7 @@ def _opensearch_probe(url: str) -> bool:
     return isinstance(body, dict) and bool(body.get("version", {}).get("number"))
 
 
-def _opensearch_argv(settings: Settings, port: int) -> list[str]:
+def _opensearch_argv(settings: StackSettings, port: int) -> list[str]:
     """Resolve the jars (cold: minutes, warm: milliseconds) and build the java command."""
     try:
         classpath = opensearch_node.prepare(opensearch_cache_dir(settings))
@@ -194,7 +194,7 @@ def _redis_binary() -> str:
     return "/usr/bin/redis-server"
 
 
-def _redis_argv(settings: Settings, port: int) -> list[str]:
+def _redis_argv(settings: StackSettings, port: int) -> list[str]:
     """Loopback only, AOF every second (a crash loses ≤1 s of queue), no RDB snapshots."""
     data = settings.state_dir.resolve() / "redis"
     data.mkdir(parents=True, exist_ok=True)
@@ -206,7 +206,7 @@ def _redis_argv(settings: Settings, port: int) -> list[str]:
 # --- moto -------------------------------------------------------------------------------------
 
 
-def _moto_probe(settings: Settings) -> bool:
+def _moto_probe(settings: StackSettings) -> bool:
     """Up means DynamoDB, DynamoDB Streams and S3 all answer through our own client factory."""
     from indexer.adapters.aws.clients import client
 
@@ -232,7 +232,7 @@ def _moto_argv(port: int) -> list[str]:
 # --- Qdrant (never started) -------------------------------------------------------------------
 
 
-def qdrant_state(settings: Settings) -> ComponentStatus:
+def qdrant_state(settings: StackSettings) -> ComponentStatus:
     """Qdrant's row: the embedded store on disk, or a probed server (never started by us).
 
     Embedded Qdrant has no process, so it is "up" whenever usable; whether its folder exists and
@@ -268,7 +268,7 @@ def _lock_held(lock: Path) -> bool:
     return False
 
 
-def specs(settings: Settings) -> list[Spec]:
+def specs(settings: StackSettings) -> list[Spec]:
     """The spawnable components in display order; OpenSearch's generous timeout covers the JVM."""
     os_url = settings.opensearch_url.rstrip("/")
     os_host, os_port = _host_port(os_url, 9200)
@@ -285,7 +285,7 @@ def specs(settings: Settings) -> list[Spec]:
     ]
 
 
-def env_lines(settings: Settings) -> list[str]:
+def env_lines(settings: StackSettings) -> list[str]:
     """``export`` lines that point every command at this stack (absolute paths, quoted)."""
     values = {
         "SIDECAR_STATE_DIR": str(settings.state_dir.resolve()),

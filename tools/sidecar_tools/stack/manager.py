@@ -22,7 +22,6 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from indexer.settings import Settings
 from sidecar_tools.stack.components import (
     ComponentStatus,
     Spec,
@@ -31,6 +30,7 @@ from sidecar_tools.stack.components import (
     qdrant_state,
     specs,
 )
+from sidecar_tools.stack.settings import StackSettings
 
 __all__ = ["ComponentStatus", "StackError", "down", "env_lines", "status", "up"]
 
@@ -89,11 +89,11 @@ def _alive(rec: _Record) -> bool:
     return st is not None and st[0] not in "ZX" and st[3] == rec.start_time
 
 
-def _pid_file(settings: Settings, name: str) -> Path:
+def _pid_file(settings: StackSettings, name: str) -> Path:
     return settings.state_dir.resolve() / "pids" / f"{name}.pid"
 
 
-def _read_record(settings: Settings, name: str) -> _Record | None:
+def _read_record(settings: StackSettings, name: str) -> _Record | None:
     """The pid file's record, or None when absent or unreadable (treated as not ours)."""
     try:
         data = json.loads(_pid_file(settings, name).read_text(encoding="utf-8"))
@@ -102,7 +102,7 @@ def _read_record(settings: Settings, name: str) -> _Record | None:
         return None
 
 
-def _write_record(settings: Settings, name: str, rec: _Record) -> None:
+def _write_record(settings: StackSettings, name: str, rec: _Record) -> None:
     """Atomic write, so a concurrent ``status`` never reads half a file."""
     path = _pid_file(settings, name)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -112,7 +112,7 @@ def _write_record(settings: Settings, name: str, rec: _Record) -> None:
 
 
 @contextlib.contextmanager
-def _stack_lock(settings: Settings) -> Iterator[None]:
+def _stack_lock(settings: StackSettings) -> Iterator[None]:
     """Serialise ``up``/``down`` on one state dir so two of them never race on pid files."""
     state = settings.state_dir.resolve()
     state.mkdir(parents=True, exist_ok=True)
@@ -167,7 +167,7 @@ def _stop(recs: list[_Record]) -> None:
 # --- starting -----------------------------------------------------------------------------------
 
 
-def _log_tail(settings: Settings, name: str) -> str:
+def _log_tail(settings: StackSettings, name: str) -> str:
     path = settings.state_dir.resolve() / "logs" / f"{name}.log"
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
@@ -176,7 +176,7 @@ def _log_tail(settings: Settings, name: str) -> str:
     return "\n".join(lines[-_LOG_TAIL_LINES:]) or "(empty log)"
 
 
-def _spawn(settings: Settings, spec: Spec, argv: list[str]) -> _Record:
+def _spawn(settings: StackSettings, spec: Spec, argv: list[str]) -> _Record:
     """Start one service in its own session, output to its log, and record it as ours."""
     logs = settings.state_dir.resolve() / "logs"
     logs.mkdir(parents=True, exist_ok=True)
@@ -191,7 +191,7 @@ def _spawn(settings: Settings, spec: Spec, argv: list[str]) -> _Record:
     return rec
 
 
-def _wait_ready(settings: Settings, spec: Spec, rec: _Record, abort: threading.Event) -> None:
+def _wait_ready(settings: StackSettings, spec: Spec, rec: _Record, abort: threading.Event) -> None:
     """Poll the probe until it answers; fail early when the process dies or another fails."""
     deadline = time.monotonic() + spec.timeout_s
     while not spec.probe():
@@ -207,7 +207,7 @@ def _wait_ready(settings: Settings, spec: Spec, rec: _Record, abort: threading.E
         time.sleep(_POLL_S)
 
 
-def _ensure_or_abort(settings: Settings, spec: Spec, started: list[tuple[str, _Record]],
+def _ensure_or_abort(settings: StackSettings, spec: Spec, started: list[tuple[str, _Record]],
                      abort: threading.Event) -> None:
     """Run :func:`_ensure`; on failure tell the other workers at once, so they stop waiting."""
     try:
@@ -217,7 +217,7 @@ def _ensure_or_abort(settings: Settings, spec: Spec, started: list[tuple[str, _R
         raise
 
 
-def _ensure(settings: Settings, spec: Spec, started: list[tuple[str, _Record]],
+def _ensure(settings: StackSettings, spec: Spec, started: list[tuple[str, _Record]],
             abort: threading.Event) -> None:
     """Leave an answering service alone; otherwise start it (unless a live one of ours is
     still starting) and wait until it answers. Records what it started in ``started``."""
@@ -239,7 +239,7 @@ def _ensure(settings: Settings, spec: Spec, started: list[tuple[str, _Record]],
     _wait_ready(settings, spec, rec, abort)
 
 
-def _start_all(settings: Settings, started: list[tuple[str, _Record]]) -> list[str]:
+def _start_all(settings: StackSettings, started: list[tuple[str, _Record]]) -> list[str]:
     """Ensure every component in its own thread; return the failures' messages.
 
     The first failure (or Ctrl-C here) sets ``abort`` so the other workers stop waiting at
@@ -264,7 +264,7 @@ def _start_all(settings: Settings, started: list[tuple[str, _Record]]) -> list[s
     return errors
 
 
-def up(settings: Settings) -> list[ComponentStatus]:
+def up(settings: StackSettings) -> list[ComponentStatus]:
     """Start every missing component concurrently and wait until all answer.
 
     On any failure, whatever this call started is stopped again and a :class:`StackError`
@@ -283,14 +283,14 @@ def up(settings: Settings) -> list[ComponentStatus]:
     return status(settings)
 
 
-def _undo(settings: Settings, started: list[tuple[str, _Record]]) -> None:
+def _undo(settings: StackSettings, started: list[tuple[str, _Record]]) -> None:
     """Roll back a failed ``up``: stop exactly what it started and forget their pid files."""
     _stop([rec for _, rec in started])
     for name, _ in started:
         _pid_file(settings, name).unlink(missing_ok=True)
 
 
-def down(settings: Settings) -> list[str]:
+def down(settings: StackSettings) -> list[str]:
     """Stop what ``up`` started (per pid file) and return their names; idempotent."""
     with _stack_lock(settings):
         records = {spec.name: _read_record(settings, spec.name) for spec in specs(settings)}
@@ -301,7 +301,7 @@ def down(settings: Settings) -> list[str]:
     return list(ours)
 
 
-def status(settings: Settings) -> list[ComponentStatus]:
+def status(settings: StackSettings) -> list[ComponentStatus]:
     """Probe every component; ``pid`` is set only for a live process that ``up`` started."""
     def one(spec: Spec) -> ComponentStatus:
         rec = _read_record(settings, spec.name)
