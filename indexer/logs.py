@@ -264,20 +264,42 @@ class _TaskLineFields(logging.Filter):
 
 
 def configure_lambda(level: int = logging.INFO) -> None:
-    """Logging of the Lambda handler, whichever runtime set it up: the runtime's handlers on
-    the root logger (they frame each record for CloudWatch and tag it with the request id)
-    get the JSON formatter, and the root logger the operator's level — ``SIDECAR_LOG_LEVEL``,
-    else the function's ``AWS_LAMBDA_LOG_LEVEL``, else ``level`` (the runtime leaves it at
-    WARNING, which dropped the handler's info summary). With no handler at all (a local
-    call): ours, on stderr."""
+    """Logging of the Lambda handler, whichever runtime set it up, at the operator's level —
+    ``SIDECAR_LOG_LEVEL``, else the function's ``AWS_LAMBDA_LOG_LEVEL``, else ``level`` (the
+    runtime leaves the root logger at WARNING, which dropped the handler's info summary).
+
+    The runtime's handlers on the root logger frame each record for CloudWatch and tag it with
+    the request id. In Lambda's JSON log format (``AWS_LAMBDA_LOG_FORMAT=JSON``, what the CDK
+    function sets) their formatter already writes a JSON object and marks the frame with the
+    record's level, by which Lambda filters and indexes the line: it stays, and
+    :class:`_LambdaFields` gives its lines the sidecar's bound fields and masking. In the text
+    format they get our JSON formatter. With no handler at all (a local call): ours, on
+    stderr."""
     quiet_libraries()
     root = logging.getLogger()
     runtime = [h for h in root.handlers if not isinstance(h, _JsonHandler)]
     if not runtime:
         configure(level)
         return
+    lambda_json = os.environ.get("AWS_LAMBDA_LOG_FORMAT", "").strip().upper() == "JSON"
     for handler in runtime:
-        handler.setFormatter(JsonFormatter())
+        if not lambda_json:
+            handler.setFormatter(JsonFormatter())
+        elif not any(isinstance(f, _LambdaFields) for f in handler.filters):
+            handler.addFilter(_LambdaFields())
     lambda_level = os.environ.get("AWS_LAMBDA_LOG_LEVEL", "").strip().upper()
     chosen = chosen_level() or logging.getLevelNamesMapping().get(lambda_level)
     root.setLevel(chosen or level)
+
+
+class _LambdaFields(logging.Filter):
+    """For the Lambda runtime's JSON formatter, which writes every attribute a record carries
+    beyond the standard ones: the fields :class:`JsonFormatter` would add (bound with
+    :func:`context`, the current span's), and secret-named ``extra`` values masked."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        for key, value in _context_fields().items():
+            record.__dict__.setdefault(key, value)
+        for key in [k for k in vars(record) if k not in _STANDARD and _SECRET.search(k)]:
+            record.__dict__[key] = "[redacted]"
+        return True

@@ -511,6 +511,24 @@ def test_dashboard_health_check_and_stop_timeout(
         assert f'"{metric}"' in text, metric
 
 
+def test_lambda_reader_logs_in_lambdas_json_format(
+        templates: dict[str, dict[str, Any]]) -> None:
+    """The Lambda reader's lines are JSON objects the platform reads as such (its level
+    filter, Logs Insights' fields), application and system logs at INFO, kept a month like
+    the tasks' logs (tests/unit/test_lambda_runtime_logs.py: what the handler writes then)."""
+    t = Template.from_json(templates["MailSearchSidecarLambda"])
+    functions = t.find_resources("AWS::Lambda::Function")
+    assert len(functions) == 1
+    (function,) = functions.values()
+    config = function["Properties"]["LoggingConfig"]
+    assert {k: config[k] for k in ("LogFormat", "ApplicationLogLevel", "SystemLogLevel")} == {
+        "LogFormat": "JSON", "ApplicationLogLevel": "INFO", "SystemLogLevel": "INFO"}
+    group = config["LogGroup"]["Ref"]
+    assert t.to_json()["Resources"][group]["Properties"]["RetentionInDays"] == 30
+    Template.from_json(templates["MailSearchSidecar"]).resource_count_is(
+        "AWS::Lambda::Function", 0)
+
+
 def test_arm64_option(inputs: dict[str, str]) -> None:
     """``-c cpuArchitecture=arm64``: every task and the Lambda reader on Graviton; anything
     else but the two names is refused before a template is made."""
