@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from indexer.adapters.qdrant.edge import EdgeStore, LegacyStoreError, StoreBusyError
+from indexer.adapters.qdrant.edge import EdgeStore
+from indexer.adapters.qdrant.edge_dir import LegacyStoreError, StoreBusyError
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.adapters.qdrant.server import QdrantAuthError
 from indexer.core.vectors import PointWrite, match

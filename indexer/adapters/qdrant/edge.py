@@ -17,45 +17,18 @@ fsyncs only then; the WAL replays anything since). Edge never optimizes by itsel
 
 from __future__ import annotations
 
-import fcntl
-import json
 import os
 import shutil
 import threading
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 import qdrant_edge as qe
 
 from indexer.adapters.qdrant.edge_codec import classified, stored, to_filter
+from indexer.adapters.qdrant.edge_dir import EdgeDirectory
 from indexer.core.vectors import Filter, Hit, PointWrite, StoredPoint
-
-EDGE_VERSION = "0.9.0"
-_NAME_OK = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_.")
-
-
-class StoreBusyError(RuntimeError):
-    """The embedded store admits one owner process, and another one has it."""
-
-
-class LegacyStoreError(RuntimeError):
-    """The directory holds a store of qdrant-client's old local mode, which Edge cannot read."""
-
-
-def busy_message(path: Path) -> str:
-    return (
-        f"the embedded Qdrant store {path} is owned by another process "
-        "(a running `sidecar serve` or vectors worker?); stop it, or use SIDECAR_QDRANT_URL"
-    )
-
-
-def legacy_message(path: Path) -> str:
-    return (
-        f"{path} is an old embedded store (qdrant-client local mode), which the Edge engine "
-        "cannot read: move it aside and rebuild the vectors from the table (README: "
-        '"Moving an old embedded vector store")'
-    )
 
 
 # The layout of the shards this store creates: the server's (see ``qdrant_server.TENANT_HNSW``
@@ -80,6 +53,27 @@ def _search_params(exact: bool) -> qe.SearchParams:
     return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
 
 
+def _build_shard(path: Path, dim: int, keyword_fields: Sequence[str], *, compact: bool) -> None:
+    """A new shard at ``path`` with its payload indexes, built aside and renamed into place:
+    a collection exists whole, with its indexes, or not."""
+    if compact:
+        params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, on_disk=True,
+                                     quantization_config=int8())
+        config = qe.EdgeConfig(vectors=params, hnsw_config=tenant_hnsw())
+    else:
+        config = qe.EdgeConfig(vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
+    staging = path.with_name(f".{path.name}.new")
+    shutil.rmtree(staging, ignore_errors=True)
+    shard = qe.EdgeShard.create(str(staging), config)
+    tenant = qe.KeywordIndexParams(is_tenant=True)
+    shard.update(qe.UpdateOperation.create_field_index("mailbox_id", tenant))
+    for name in keyword_fields:
+        shard.update(qe.UpdateOperation.create_field_index(name, qe.PayloadSchemaType.Keyword))
+    shard.flush()
+    shard.close()
+    os.replace(staging, path)
+
+
 class EdgeStore:
     """:class:`indexer.core.vectors.VectorStore` on Edge shards in one directory.
 
@@ -90,86 +84,45 @@ class EdgeStore:
 
     def __init__(self, root: Path, *, optimize_after: int = 20_000, compact: bool = True) -> None:
         self.root, self.optimize_after, self.compact = root, optimize_after, compact
-        if (root / "meta.json").is_file() or (root / "collection").is_dir():
-            raise LegacyStoreError(legacy_message(root))
-        root.mkdir(parents=True, exist_ok=True)
-        self._lock_file: IO[bytes] | None = self._take_lock(root)
-        (root / "collections").mkdir(exist_ok=True)
-        marker = root / "edge.json"
-        if not marker.is_file():
-            marker.write_text(json.dumps({"engine": "qdrant-edge", "version": EDGE_VERSION}))
-        self._aliases: dict[str, str] = self._read_aliases()
+        self._files = EdgeDirectory(root)
         self._shards: dict[str, qe.EdgeShard] = {}
         self._written: dict[str, int] = {}
         self._dirty: set[str] = set()
         self._optimizing: dict[str, threading.Thread] = {}
         self._mutex = threading.RLock()
 
-    @staticmethod
-    def _take_lock(root: Path) -> IO[bytes]:
-        handle = (root / ".lock").open("ab")
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError:
-            handle.close()
-            raise StoreBusyError(busy_message(root)) from None
-        return handle
-
     # --- collections and aliases ---------------------------------------------------------------
 
-    def _dir(self, collection: str) -> Path:
-        if not collection or not set(collection) <= _NAME_OK or collection.startswith("."):
-            raise ValueError(f"not a collection name: {collection!r}")
-        return self.root / "collections" / collection
-
     def _resolve(self, name: str) -> str:
-        return self._aliases.get(name, name)
+        return self._files.resolve(name)
 
     def _shard(self, name: str) -> qe.EdgeShard:
         collection = self._resolve(name)
         shard = self._shards.get(collection)  # no lock on the hot path: a flush holds it
-        if shard is not None and self._lock_file is not None:
+        if shard is not None and self._files.owned:
             return shard
         with self._mutex:
-            if self._lock_file is None:  # never open a shard without owning the store
+            if not self._files.owned:  # never open a shard without owning the store
                 raise RuntimeError(f"the embedded vector store {self.root} was closed")
             shard = self._shards.get(collection)
             if shard is None:
-                path = self._dir(collection)
+                path = self._files.path(collection)
                 if not path.is_dir():
                     raise KeyError(f"no vector collection {collection!r} in {self.root}")
                 shard = self._shards[collection] = qe.EdgeShard.load(str(path))
             return shard
 
     def collections(self) -> set[str]:
-        return {p.name for p in (self.root / "collections").iterdir() if p.is_dir()}
+        return self._files.collections()
 
     def create(self, collection: str, dim: int, keyword_fields: Sequence[str]) -> None:
-        path = self._dir(collection)
+        path = self._files.path(collection)
         with self._mutex:
-            if collection in self.collections():
-                return
-            if self.compact:
-                params = qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine, on_disk=True,
-                                             quantization_config=int8())
-                config = qe.EdgeConfig(vectors=params, hnsw_config=tenant_hnsw())
-            else:
-                config = qe.EdgeConfig(
-                    vectors=qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine))
-            staging = path.with_name(f".{collection}.new")
-            shutil.rmtree(staging, ignore_errors=True)
-            shard = qe.EdgeShard.create(str(staging), config)
-            tenant = qe.KeywordIndexParams(is_tenant=True)
-            shard.update(qe.UpdateOperation.create_field_index("mailbox_id", tenant))
-            for name in keyword_fields:
-                schema = qe.PayloadSchemaType.Keyword
-                shard.update(qe.UpdateOperation.create_field_index(name, schema))
-            shard.flush()
-            shard.close()
-            os.replace(staging, path)  # a collection exists whole, with its indexes, or not
+            if collection not in self.collections():
+                _build_shard(path, dim, keyword_fields, compact=self.compact)
 
     def drop(self, collection: str) -> None:
-        path = self._dir(collection)
+        path = self._files.path(collection)
         with self._mutex:
             self._wait_optimizer(collection)
             shard = self._shards.pop(collection, None)
@@ -178,39 +131,17 @@ class EdgeStore:
             self._dirty.discard(collection)
             if path.is_dir():
                 shutil.rmtree(path)
-            kept = {a: c for a, c in self._aliases.items() if c != collection}
-            if kept != self._aliases:
-                self._write_aliases(kept)
+            aliases = self._files.aliases
+            kept = {a: c for a, c in aliases.items() if c != collection}
+            if kept != aliases:
+                self._files.write_aliases(kept)
 
     def aliases(self) -> dict[str, str]:
-        return dict(self._aliases)
+        return dict(self._files.aliases)
 
     def set_aliases(self, aliases: Mapping[str, str | None]) -> None:
         with self._mutex:
-            new = dict(self._aliases)
-            for alias, collection in aliases.items():
-                if collection is None:
-                    new.pop(alias, None)
-                elif collection not in self.collections():
-                    raise KeyError(f"no vector collection {collection!r} for alias {alias!r}")
-                else:
-                    new[alias] = collection
-            self._write_aliases(new)
-
-    def _read_aliases(self) -> dict[str, str]:
-        path = self.root / "aliases.json"
-        return dict(json.loads(path.read_text())) if path.is_file() else {}
-
-    def _write_aliases(self, aliases: dict[str, str]) -> None:
-        """Write a temporary file, fsync it, rename it over the old one: readers after a crash
-        see the old map or the new one, never half of one."""
-        path, tmp = self.root / "aliases.json", self.root / ".aliases.json.tmp"
-        with tmp.open("w") as handle:
-            json.dump(aliases, handle, sort_keys=True)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, path)
-        self._aliases = aliases
+            self._files.set_aliases(aliases)
 
     # --- points ----------------------------------------------------------------------------------
 
@@ -328,7 +259,7 @@ class EdgeStore:
     def close(self) -> None:
         """Flush, wait for running optimizers, close every shard and release the lock."""
         with self._mutex:
-            if self._lock_file is None:
+            if not self._files.owned:
                 return
             self.flush()
             for collection in list(self._optimizing):
@@ -336,5 +267,4 @@ class EdgeStore:
             for shard in self._shards.values():
                 shard.close()
             self._shards.clear()
-            self._lock_file.close()  # releases the flock
-            self._lock_file = None
+            self._files.release()

@@ -18,7 +18,8 @@ from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 from urllib.parse import urlsplit
 
-from indexer.adapters.qdrant.edge import EdgeStore, LegacyStoreError, StoreBusyError
+from indexer.adapters.qdrant.edge import EdgeStore
+from indexer.adapters.qdrant.edge_dir import LegacyStoreError, StoreBusyError
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, collection_name
