@@ -36,10 +36,9 @@ from search_api.models import BadRequest, ParamError, Problem
 from search_api.query import QueryError
 from search_api.repair import NoRepairs, RepairSink
 from search_api.routes import router
-from search_api.service import NotFound
+from search_api.service import MODES, NotFound
 
 log = logging.getLogger("search_api")
-MODES = frozenset({"fulltext", "semantic", "hybrid"})
 
 DESCRIPTION = """Search one mailbox at a time (Bearer token; each token may read a set of
 mailboxes). `q` syntax: free terms (all must match), `"exact phrase"`, `OR` (binds tighter

@@ -8,7 +8,8 @@ door it passed (:mod:`search_api.backends`), to the app's one handler.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from search_api.backends import Backends
@@ -19,6 +20,7 @@ from search_api.query import (
     build_search_body,
     free_text,
     page_highlight_body,
+    rrf,
     vector_filter,
 )
 from search_api.vector_search import search as vector_search
@@ -35,10 +37,15 @@ class Candidate:
     sort: list[Any] = field(default_factory=list)
 
 
-def rescored(candidate: Candidate, score: float) -> Candidate:
-    """The candidate with a fused ranking's score."""
-    candidate.score = score
-    return candidate
+def fused(rankings: Sequence[Sequence[Candidate]], k: int,
+          weights: Sequence[float]) -> list[Candidate]:
+    """The one fusion of candidate rankings (hybrid's two legs, similar's three): RRF on
+    ``message_key`` (:func:`search_api.query.fusion.rrf`), each candidate a copy carrying its
+    fused score; a message in several rankings keeps the first ranking's candidate (its
+    highlights, its sort values)."""
+    by_key = {c.message_key: c for ranking in reversed(rankings) for c in ranking}
+    order = rrf([[c.message_key for c in ranking] for ranking in rankings], k=k, weights=weights)
+    return [replace(by_key[key], score=score) for key, score in order]
 
 
 def fulltext_body(

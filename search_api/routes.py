@@ -233,7 +233,7 @@ def search(
     mailbox: Mailbox,
     b: BackendsDep,
     q: Annotated[str, Query(min_length=1)],
-    mode: Literal["fulltext", "semantic", "hybrid"] = "fulltext",
+    mode: service.Mode = "fulltext",
     limit: Annotated[int, Query(ge=1, le=100)] = 20,
     cursor: str | None = None,
     collapse: Literal["thread"] | None = None,

@@ -14,9 +14,8 @@ where, and the list is recomputed deterministically per request.
 
 from __future__ import annotations
 
-import copy
 from dataclasses import dataclass, replace
-from typing import Any, Literal
+from typing import Any, Literal, get_args
 
 from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
@@ -26,13 +25,14 @@ from search_api import hits, suggest
 from search_api.backends import Backends
 from search_api.candidates import Candidate
 from search_api.models import SearchPage, SimilarPage
-from search_api.query import HybridTuning, Node, QueryError, rrf, sort_spec
+from search_api.query import HybridTuning, Node, QueryError, sort_spec
 from search_api.query.clauses import PREFIX_FIELDS_VERSION, expands_a_phrase_prefix
 from search_api.similar import similar
 from search_api.vector_search import own_point
 from search_api.weighing import mailbox_weighted
 
 Mode = Literal["fulltext", "semantic", "hybrid"]
+MODES: frozenset[str] = frozenset(get_args(Mode))  # the one list of search modes
 DEPTH = 200  # candidates per engine for semantic / collapsed pages
 # Hybrid search as shipped, tuned on the semantic query set's tune half (`sidecar eval
 # --semantic --tune`, docs/quality.md): any one free word admits a full-text candidate, and the
@@ -162,15 +162,10 @@ def hybrid(
 def fuse(
     text_hits: list[Candidate], vector_hits: list[Candidate], tuning: HybridTuning = HYBRID
 ) -> list[Candidate]:
-    """The fused ranking of both legs' candidates (each cut to its ``tuning`` depth)."""
-    text_hits, vector_hits = text_hits[: tuning.text_depth], vector_hits[: tuning.vector_depth]
-    by_key = {c.message_key: c for c in vector_hits} | {c.message_key: c for c in text_hits}
-    fused = rrf(
-        [[c.message_key for c in text_hits], [c.message_key for c in vector_hits]],
-        k=tuning.k,
-        weights=[tuning.text_weight, tuning.vector_weight],
-    )
-    return [legs.rescored(copy.copy(by_key[key]), score) for key, score in fused]
+    """The fused ranking of both legs' candidates (each cut to its ``tuning`` depth); a
+    message in both keeps its full-text candidate (its highlights)."""
+    return legs.fused([text_hits[: tuning.text_depth], vector_hits[: tuning.vector_depth]],
+                      tuning.k, [tuning.text_weight, tuning.vector_weight])
 
 
 def collapse_threads(ranked: list[Candidate]) -> list[Candidate]:

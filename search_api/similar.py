@@ -19,7 +19,7 @@ from indexer.core.vectors import StoredPoint
 from search_api import candidates as legs
 from search_api.backends import Backends, naming
 from search_api.candidates import Candidate
-from search_api.query import VectorFilter, rrf
+from search_api.query import VectorFilter
 from search_api.query import more_like_this as mlt
 from search_api.query.more_like_this import MLT_FIELDS
 from search_api.vector_search import search as vector_search
@@ -156,12 +156,6 @@ def similar(
 
 
 def fuse(rankings: list[list[Candidate]], tuning: Tuning) -> list[Candidate]:
-    """RRF of the vector, body+subject and subject rankings on ``message_key``."""
-    by_key = {c.message_key: c for ranking in reversed(rankings) for c in ranking}
-    fused = rrf(
-        [[c.message_key for c in ranking] for ranking in rankings],
-        k=tuning.k,
-        weights=[tuning.vector_weight, tuning.mlt_weight, tuning.subject_weight],
-    )
-    return [legs.rescored(by_key[key], score) for key, score in fused]
-
+    """The vector, body+subject and subject rankings fused (:func:`legs.fused`)."""
+    return legs.fused(rankings, tuning.k,
+                      [tuning.vector_weight, tuning.mlt_weight, tuning.subject_weight])

@@ -47,14 +47,27 @@ log = logging.getLogger(__name__)
 
 
 @dataclass
-class IngestSummary:
+class Tally:
+    """The one set of counters every feeding run reports (ingest, backfill, scan, export),
+    added up part by part."""
+
     read: int = 0
-    decode_failed: int = 0
-    ignored: int = 0
     applied: int = 0
     dead_lettered: int = 0
+    ignored: int = 0
     batches: int = 0
     embedded: int = 0
+
+    def add(self, part: Tally) -> None:
+        for name in ("read", "applied", "dead_lettered", "ignored", "batches", "embedded"):
+            setattr(self, name, getattr(self, name) + getattr(part, name))
+
+
+@dataclass
+class IngestSummary(Tally):
+    """One ingestor's run: the tally, and what only feeding records knows."""
+
+    decode_failed: int = 0
     waited: bool = False
     resent: int = 0  # tasks sent again because the broker had lost them
     # Worker-timed seconds of the batches, by stage, and of those the embedder's share.

@@ -43,7 +43,7 @@ from indexer.core.export_window import ExportError
 from indexer.core.records import RawRecord
 from indexer.core.replay import ReplayFilter
 from indexer.pipeline.dispatch import ingestor
-from indexer.pipeline.ingest import Ingestor, IngestSummary
+from indexer.pipeline.ingest import Ingestor, Tally
 from indexer.settings import Settings
 from indexer.sources.exports import (
     DataFile,
@@ -55,27 +55,14 @@ from indexer.sources.exports import (
 from indexer.sources.people_pass import PeoplePass
 
 PEOPLE_MARK = "people#"  # SK prefix: a data file's (or segment's) participant pass is done
-_COUNTED = ("read", "applied", "dead_lettered", "ignored", "batches", "embedded")
-
-
 @dataclass
-class BackfillSummary:
+class BackfillSummary(Tally):
     """Totals of one run; ``units`` are data files or scan segments, ``skipped`` were done;
     ``deduplicated`` rows named a message already synced in this run (not sent again)."""
 
     units: int = 0
     skipped: int = 0
     deduplicated: int = 0
-    read: int = 0
-    applied: int = 0
-    dead_lettered: int = 0
-    ignored: int = 0
-    batches: int = 0
-    embedded: int = 0
-
-    def add(self, part: IngestSummary) -> None:
-        for name in _COUNTED:
-            setattr(self, name, getattr(self, name) + getattr(part, name))
 
 
 class Window:

@@ -19,10 +19,18 @@ from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
-from tests.api_fixtures import TOKEN_B, Api, free_port, index_all, mail, start_api, store_all
 from tests.conftest import namespaced
-from tests.pipeline_helpers import qdrant_points
-from tests.waiting import wait_for
+from tests.support.api_fixtures import (
+    TOKEN_B,
+    Api,
+    free_port,
+    index_all,
+    mail,
+    start_api,
+    store_all,
+)
+from tests.support.pipeline_helpers import qdrant_points
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

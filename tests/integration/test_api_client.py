@@ -21,7 +21,7 @@ import httpx
 import pytest
 
 from indexer.settings import Settings
-from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
+from tests.support.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

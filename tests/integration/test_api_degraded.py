@@ -11,7 +11,7 @@ from fastapi.testclient import TestClient
 from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import DEV_TOKEN, token_hash
-from tests.api_fixtures import free_port
+from tests.support.api_fixtures import free_port
 
 pytestmark = pytest.mark.stack
 

@@ -19,9 +19,9 @@ from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import token_hash
 from search_api.routes import READY_CODES
-from tests.api_fixtures import mail
-from tests.pipeline_helpers import prepare_tables
-from tests.tenant_load import load_mailbox
+from tests.support.api_fixtures import mail
+from tests.support.pipeline_helpers import prepare_tables
+from tests.support.tenant_load import load_mailbox
 
 pytestmark = pytest.mark.stack
 

@@ -19,9 +19,17 @@ from fastapi.testclient import TestClient
 from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import TokenConfigError
-from tests.api_fixtures import TOKEN_A, Api, free_port, index_all, mail, start_api, store_all
 from tests.conftest import namespaced
-from tests.jwt_helpers import (
+from tests.support.api_fixtures import (
+    TOKEN_A,
+    Api,
+    free_port,
+    index_all,
+    mail,
+    start_api,
+    store_all,
+)
+from tests.support.jwt_helpers import (
     AUDIENCE,
     ISSUER,
     Jwks,
@@ -33,7 +41,7 @@ from tests.jwt_helpers import (
     sign,
     unsigned,
 )
-from tests.pipeline_helpers import wait_until
+from tests.support.pipeline_helpers import wait_until
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -19,9 +19,9 @@ from indexer.core.plan import MessageRef
 from indexer.pipeline.workers import stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import TOKEN_A, free_port, serve_process
-from tests.pipeline_helpers import prepare_tables
-from tests.waiting import wait_for
+from tests.support.api_fixtures import TOKEN_A, free_port, serve_process
+from tests.support.pipeline_helpers import prepare_tables
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

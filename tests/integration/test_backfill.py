@@ -40,7 +40,7 @@ from sidecar_tools.writer.files import load_file
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message
 from tests.conftest import CORPORA
-from tests.pipeline_helpers import (
+from tests.support.pipeline_helpers import (
     export_stream,
     ingest_files,
     opensearch_docs,

@@ -28,7 +28,7 @@ from sidecar_tools.writer.mapping import sha256_hex, to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
 from tests.conftest import CORPORA
 from tests.integration.test_backfill import _full_export
-from tests.pipeline_helpers import (
+from tests.support.pipeline_helpers import (
     embedded_hash,
     prepare_tables,
     qdrant_points,

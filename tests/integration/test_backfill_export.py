@@ -38,7 +38,7 @@ from indexer.settings import Settings, to_env
 from sidecar_tools.writer.files import load_file
 from sidecar_tools.writer.store import delete_message
 from tests.conftest import CORPORA
-from tests.pipeline_helpers import (
+from tests.support.pipeline_helpers import (
     opensearch_docs,
     prepare_tables,
     qdrant_points,

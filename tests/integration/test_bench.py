@@ -17,8 +17,8 @@ from sidecar_tools.bench.corpus import generated_emails, select
 from sidecar_tools.bench.report import markdown, plain, targets
 from sidecar_tools.bench.run import Options, run
 from sidecar_tools.bench.timing import percentile
-from tests.api_fixtures import free_port
 from tests.conftest import CORPORA
+from tests.support.api_fixtures import free_port
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.timeout(900)]
 MESSAGES = 200

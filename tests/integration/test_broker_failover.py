@@ -41,7 +41,7 @@ from indexer.pipeline.celery_app import configure
 from indexer.settings import Settings
 from sidecar_tools.stack.sentinel import SentinelStack, free_base
 from tests.conftest import CORPORA
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 FULL_CORPUS = CORPORA / "notmuch-lkml.jsonl.gz"  # 176 real messages, 33 threads
 MESSAGES = 90  # its first 90: enough pages to span each outage, and CI-sized (the whole
@@ -137,7 +137,7 @@ def test_the_pipeline_indexes_through_sentinel(
     from indexer.adapters.dynamodb.dlq import remove_task_results
     from indexer.settings import to_env
     from sidecar_tools.writer.files import load_file
-    from tests.pipeline_helpers import (
+    from tests.support.pipeline_helpers import (
         export_stream,
         opensearch_docs,
         prepare_tables,
@@ -253,7 +253,7 @@ def _monitor(settings: Settings, progress: _Progress, stop: threading.Event) -> 
 
 @contextmanager
 def _workers(settings: Settings, log: Path) -> Iterator[None]:
-    """Real Celery workers (one per role, as ``tests.pipeline_helpers.workers``), their
+    """Real Celery workers (one per role, as ``tests.support.pipeline_helpers.workers``), their
     output (INFO: each task received and done) in ``log``."""
     from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
 
@@ -290,7 +290,7 @@ def _index_through_an_outage(
         _stopped_line,
         _tail_process,
     )
-    from tests.pipeline_helpers import (
+    from tests.support.pipeline_helpers import (
         opensearch_docs,
         prepare_tables,
         qdrant_points,

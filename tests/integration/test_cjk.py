@@ -18,8 +18,8 @@ from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.settings import Settings, to_env
 from search_api.query import build_search_body, parse
-from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import ingest_fulltext, prepare_tables, workers
+from tests.support.api_fixtures import mail, store_all
+from tests.support.pipeline_helpers import ingest_fulltext, prepare_tables, workers
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -20,7 +20,7 @@ from indexer.settings import Settings
 from sidecar_tools.stack import components, opensearch_node
 from sidecar_tools.stack.cluster import ClusterStack
 from sidecar_tools.stack.settings import StackSettings
-from tests.waiting import http_ok, wait_for
+from tests.support.waiting import http_ok, wait_for
 
 # Deselected with the other server tests (and said so) where no Qdrant binary is found.
 pytestmark = [pytest.mark.slow, pytest.mark.qdrant_server]

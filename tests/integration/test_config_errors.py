@@ -1,5 +1,5 @@
 """A rollout mistake loses nothing (issue 23, part 4): a real full-text worker writes through
-the verifying SigV4 proxy (``tests/sigv4_proxy.py``); mid-run the proxy's key is revoked, so
+the verifying SigV4 proxy (``tests/support/sigv4_proxy.py``); mid-run the proxy's key is revoked, so
 OpenSearch answers every request with Amazon's 403 for a bad signature, while mail keeps
 arriving. The worker stalls — retrying with backoff, counting ``sidecar_config_errors_total``,
 ``sidecar_stalled`` at 1, ``/readyz`` naming a credentials problem, a search answering 503 —
@@ -27,15 +27,15 @@ from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from search_api.app import create_app
 from search_api.auth import token_hash
-from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import (
+from tests.support.api_fixtures import mail, store_all
+from tests.support.pipeline_helpers import (
     export_stream,
     opensearch_docs,
     prepare_tables,
     wait_until,
     workers,
 )
-from tests.sigv4_proxy import SigV4Proxy, signing_proxy
+from tests.support.sigv4_proxy import SigV4Proxy, signing_proxy
 
 pytestmark = pytest.mark.stack
 

@@ -23,7 +23,8 @@ from selenium.webdriver.remote.webdriver import WebDriver
 
 from indexer.settings import to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import (
+from tests.conftest import namespaced
+from tests.support.api_fixtures import (
     TOKEN_A,
     Api,
     free_port,
@@ -33,8 +34,7 @@ from tests.api_fixtures import (
     start_api,
     store_all,
 )
-from tests.conftest import namespaced
-from tests.console_browser import (
+from tests.support.console_browser import (
     answered,
     chromium,
     hit_keys,
@@ -45,8 +45,8 @@ from tests.console_browser import (
     status,
     text_of,
 )
-from tests.ops_helpers import SAMPLE
-from tests.waiting import wait_http_ok
+from tests.support.ops_helpers import SAMPLE
+from tests.support.waiting import wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

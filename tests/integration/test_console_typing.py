@@ -10,9 +10,9 @@ from selenium.webdriver.common.by import By
 from selenium.webdriver.remote.webdriver import WebDriver
 from selenium.webdriver.support.ui import WebDriverWait
 
-from tests.api_fixtures import TOKEN_A, Api
-from tests.console_browser import answered, hit_keys, page_state, status
 from tests.integration.test_console import api, browser  # noqa: F401 - the same fixtures
+from tests.support.api_fixtures import TOKEN_A, Api
+from tests.support.console_browser import answered, hit_keys, page_state, status
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

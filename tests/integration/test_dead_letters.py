@@ -23,7 +23,7 @@ from indexer.adapters.dynamodb.tables import TTL_ATTRIBUTE
 from indexer.core.items import message_pk
 from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
-from tests.pipeline_helpers import ingest_files, opensearch_docs, prepare_tables, workers
+from tests.support.pipeline_helpers import ingest_files, opensearch_docs, prepare_tables, workers
 
 pytestmark = [pytest.mark.stack]
 

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 
 from indexer.settings import Settings, to_env
-from tests.api_fixtures import free_port
-from tests.waiting import wait_for, wait_http_ok
+from tests.support.api_fixtures import free_port
+from tests.support.waiting import wait_for, wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 ROOT = Path(__file__).resolve().parents[2]

@@ -12,9 +12,9 @@ from indexer.adapters import factories
 from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings
 from sidecar_tools.writer.store import delete_message
-from tests.api_fixtures import mail, store_all
 from tests.conftest import namespaced
-from tests.pipeline_helpers import ingest_fulltext, opensearch_docs, prepare_tables, workers
+from tests.support.api_fixtures import mail, store_all
+from tests.support.pipeline_helpers import ingest_fulltext, opensearch_docs, prepare_tables, workers
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -30,11 +30,11 @@ from indexer.ops.reindex import ReindexError
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
-from tests.api_fixtures import index_all, start_api
 from tests.conftest import CORPORA
-from tests.mail_helpers import corpus
-from tests.model_helpers import TINY_DIM, build_tiny_model
-from tests.pipeline_helpers import prepare_tables, wait_until
+from tests.support.api_fixtures import index_all, start_api
+from tests.support.mail_helpers import corpus
+from tests.support.model_helpers import TINY_DIM, build_tiny_model
+from tests.support.pipeline_helpers import prepare_tables, wait_until
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -36,7 +36,7 @@ from indexer.adapters.embedding.embedder import (
     model_info,
 )
 from tests.conftest import CORPORA
-from tests.model_helpers import TINY_DIM, TINY_MAX_SEQ, build_tiny_model
+from tests.support.model_helpers import TINY_DIM, TINY_MAX_SEQ, build_tiny_model
 
 ROOT = Path(__file__).resolve().parents[2]
 # 1,000 texts, as the issue asks: 59 s for the test on a quiet machine's 2 cores (ONNX 27 s,

@@ -35,7 +35,6 @@ import pytest
 import redis
 
 from indexer.settings import Settings
-from tests.api_fixtures import free_port
 from tests.integration.test_tail_redis_restart import (
     MAILBOXES,
     PrivateRedis,
@@ -43,7 +42,8 @@ from tests.integration.test_tail_redis_restart import (
     _converged,
     _tail_process,
 )
-from tests.waiting import wait_for
+from tests.support.api_fixtures import free_port
+from tests.support.waiting import wait_for
 
 # One reader per index (`--stage each`): an index that is down holds back only its own reader.
 EACH = ("fulltext", "vectors")
@@ -202,7 +202,7 @@ def _run_faults(
     from indexer.adapters import factories
     from indexer.ops.reconcile import reconcile
     from indexer.pipeline.workers import spawn_workers, stop_workers
-    from tests.pipeline_helpers import prepare_tables, wait_until
+    from tests.support.pipeline_helpers import prepare_tables, wait_until
 
     ddb = prepare_tables(settings)
     factories.fulltext_index(settings).ensure()

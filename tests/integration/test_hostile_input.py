@@ -21,10 +21,9 @@ from hypothesis import strategies as st
 from opensearchpy.exceptions import TransportError
 
 from indexer.adapters import factories
-from indexer.adapters.opensearch.errors import client_error
-from indexer.adapters.opensearch.index import is_transient
-from tests.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
+from indexer.adapters.opensearch.errors import client_error, is_transient
 from tests.conftest import namespaced
+from tests.support.api_fixtures import TOKEN_B, Api, index_all, mail, start_api, store_all
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -32,8 +32,8 @@ from indexer.sources.scan import backfill_scan
 from search_api.app import create_app
 from search_api.auth import token_hash
 from sidecar_tools.writer.files import load_file
-from tests.ops_helpers import sample_subset
-from tests.pipeline_helpers import (
+from tests.support.ops_helpers import sample_subset
+from tests.support.pipeline_helpers import (
     export_stream,
     ingest_files,
     opensearch_docs,

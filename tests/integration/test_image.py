@@ -36,9 +36,9 @@ import pytest
 from indexer.adapters import factories
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import free_port
-from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables
-from tests.waiting import wait_for
+from tests.support.api_fixtures import free_port
+from tests.support.pipeline_helpers import export_stream, ingest_files, prepare_tables
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 
@@ -234,7 +234,7 @@ def test_sample_mail_worker_and_api_containers(
     done = podman("wait", loader, timeout=300)
     assert done.stdout.strip() == "0", containers.logs(loader)
 
-    # the API owns the embedded vector store (as `sidecar serve` does in tests/api_fixtures.py)
+    # the API owns the embedded vector store (as `sidecar serve` does in tests/support/api_fixtures.py)
     api = containers.start("vectors", "sidecar", "serve", env=api_env)
     worker = containers.start("slim", "sidecar", "worker", "--role", "fulltext",
                               "--loglevel", "WARNING")

@@ -22,12 +22,12 @@ from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings, to_env
 from sidecar_tools.mailimport.run import import_path
 from sidecar_tools.writer.mapping import to_items
-from tests import hostile_mail
-from tests.api_fixtures import free_port, serve_process
 from tests.conftest import CORPORA
-from tests.mail_helpers import corpus, write_maildir, write_mbox
-from tests.pipeline_helpers import table_messages
-from tests.waiting import wait_http_ok
+from tests.support import hostile_mail
+from tests.support.api_fixtures import free_port, serve_process
+from tests.support.mail_helpers import corpus, write_maildir, write_mbox
+from tests.support.pipeline_helpers import table_messages
+from tests.support.waiting import wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

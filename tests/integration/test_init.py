@@ -20,7 +20,7 @@ from fastapi.testclient import TestClient
 from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings, to_env
 from search_api.app import create_app
-from tests.pipeline_helpers import export_stream, opensearch_docs, table_messages
+from tests.support.pipeline_helpers import export_stream, opensearch_docs, table_messages
 
 pytestmark = pytest.mark.stack
 

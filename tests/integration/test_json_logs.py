@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 
 from indexer.settings import Settings, to_env
-from tests.api_fixtures import free_port
-from tests.pipeline_helpers import prepare_tables
+from tests.support.api_fixtures import free_port
+from tests.support.pipeline_helpers import prepare_tables
+from tests.support.waiting import wait_for, wait_http_ok
 from tests.unit.test_logs import STAMP
-from tests.waiting import wait_for, wait_http_ok
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -26,8 +26,8 @@ from indexer.sources.lambda_handler import handler, process
 from sidecar_tools.writer.files import load_file
 from sidecar_tools.writer.store import delete_message
 from tests.conftest import CORPORA
-from tests.engine_proxy import DyingProxy
-from tests.pipeline_helpers import (
+from tests.support.engine_proxy import DyingProxy
+from tests.support.pipeline_helpers import (
     opensearch_docs,
     prepare_tables,
     qdrant_points,
@@ -161,7 +161,7 @@ def test_engine_failing_mid_batch_reports_exactly_the_unapplied_records(
 
 def test_a_dead_letter_that_cannot_be_written_is_reported(settings: Settings) -> None:
     """Redis unreachable (a closed port): the poison record is not dropped but redelivered."""
-    from tests.api_fixtures import free_port
+    from tests.support.api_fixtures import free_port
 
     arn = "arn:aws:dynamodb:us-east-1:000000000000:table/t/stream/x"
     records = _poison(arn, "123")

@@ -11,7 +11,7 @@ from sidecar_tools.mailimport.convert import to_normalized
 from sidecar_tools.mailimport.text import clean_text
 from sidecar_tools.writer.mapping import to_items
 from tests.conftest import CORPORA
-from tests.mail_helpers import corpus, to_message
+from tests.support.mail_helpers import corpus, to_message
 
 NOW = "2026-12-01T00:00:00Z"
 

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
-from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 from tests.conftest import _drop_indices, namespaced
+from tests.support.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

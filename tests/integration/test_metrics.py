@@ -24,9 +24,9 @@ from indexer.settings import Settings, to_env
 from search_api.app import create_app
 from search_api.serve import metrics_registry
 from sidecar_tools.writer.files import load_file
-from tests.api_fixtures import free_port
-from tests.ops_helpers import sample_subset
-from tests.pipeline_helpers import prepare_tables, wait_until
+from tests.support.api_fixtures import free_port
+from tests.support.ops_helpers import sample_subset
+from tests.support.pipeline_helpers import prepare_tables, wait_until
 
 
 def _samples(text: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:

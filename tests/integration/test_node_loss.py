@@ -56,10 +56,10 @@ from sidecar_tools.stack.qdrant_server import server_binary
 from sidecar_tools.stack.settings import StackSettings
 from sidecar_tools.writer.mapping import sha256_hex, to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
-from tests.api_fixtures import TOKEN_A, free_port, mail, serve_process
 from tests.conftest import namespaced
-from tests.pipeline_helpers import embedded_hash, prepare_tables, table_messages
-from tests.waiting import http_ok, wait_for, wait_http_ok, wait_until
+from tests.support.api_fixtures import TOKEN_A, free_port, mail, serve_process
+from tests.support.pipeline_helpers import embedded_hash, prepare_tables, table_messages
+from tests.support.waiting import http_ok, wait_for, wait_http_ok, wait_until
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow, pytest.mark.qdrant_server,
               pytest.mark.skipif(server_binary() is None, reason="no Qdrant server binary")]

@@ -33,9 +33,9 @@ from indexer.ops.reconcile import reconcile
 from indexer.pipeline.sync import sync_fulltext
 from indexer.settings import Settings
 from sidecar_tools.writer.files import load_file
-from tests.ops_helpers import sample_subset
-from tests.pipeline_helpers import prepare_tables, table_messages
-from tests.sigv4_proxy import Expected, SigV4Proxy
+from tests.support.ops_helpers import sample_subset
+from tests.support.pipeline_helpers import prepare_tables, table_messages
+from tests.support.sigv4_proxy import Expected, SigV4Proxy
 
 pytestmark = pytest.mark.stack
 

@@ -1,5 +1,5 @@
 """Every OpenSearch call the sidecar makes, SigV4-signed and verified by a proxy that checks
-signatures as Amazon OpenSearch Service does (``tests/sigv4_proxy.py``): ingest through real
+signatures as Amazon OpenSearch Service does (``tests/support/sigv4_proxy.py``): ingest through real
 workers, a reindex, every search mode and `similar`, reconcile and purge — no 403. A wrong
 secret is refused with a clear 403; the start-up check accepts Serverless (``aoss``)."""
 
@@ -24,9 +24,9 @@ from indexer.settings import Settings
 from search_api.app import create_app
 from search_api.auth import token_hash
 from sidecar_tools.writer.files import load_file
-from tests.ops_helpers import sample_subset
-from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables, workers
-from tests.sigv4_proxy import Expected, SigV4Proxy
+from tests.support.ops_helpers import sample_subset
+from tests.support.pipeline_helpers import export_stream, ingest_files, prepare_tables, workers
+from tests.support.sigv4_proxy import Expected, SigV4Proxy
 
 pytestmark = pytest.mark.stack
 

@@ -2,7 +2,7 @@
 task's headers into the full-text worker and on to OpenSearch, and a search is one server span
 with its engine calls as children; log lines written inside a span carry its trace id.
 
-The traced process is ``tests/otel_trace_run.py`` (an in-memory exporter, a real worker in
+The traced process is ``tests/support/otel_trace_run.py`` (an in-memory exporter, a real worker in
 that process, the real broker and engines); this test reads the spans it prints."""
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ import pytest
 
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import export_stream, prepare_tables
+from tests.support.api_fixtures import mail, store_all
+from tests.support.pipeline_helpers import export_stream, prepare_tables
 
 pytestmark = pytest.mark.stack
 

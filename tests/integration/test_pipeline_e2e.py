@@ -17,7 +17,7 @@ from indexer.pipeline.redrive import redrive
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.files import load_file
 from tests.conftest import CORPORA
-from tests.pipeline_helpers import (
+from tests.support.pipeline_helpers import (
     embedded_hash,
     export_stream,
     ingest_files,

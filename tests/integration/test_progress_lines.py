@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from indexer.settings import Settings, to_env
-from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import prepare_tables, workers
+from tests.support.api_fixtures import mail, store_all
+from tests.support.pipeline_helpers import prepare_tables, workers
 
 pytestmark = pytest.mark.stack
 

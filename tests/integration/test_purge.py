@@ -20,8 +20,8 @@ from indexer.ops.engines import open_engines
 from indexer.ops.purge import purge
 from indexer.ops.reconcile import reconcile
 from indexer.settings import Settings, to_env
-from tests.ops_helpers import index_mailboxes
-from tests.pipeline_helpers import opensearch_docs, qdrant_points, table_messages
+from tests.support.ops_helpers import index_mailboxes
+from tests.support.pipeline_helpers import opensearch_docs, qdrant_points, table_messages
 
 pytestmark = pytest.mark.stack
 

@@ -32,10 +32,10 @@ from indexer.settings import Settings
 from sidecar_tools.writer.files import read_emails
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
-from tests.api_fixtures import start_api
 from tests.integration.test_reindex_vectors import _converged, _expected
-from tests.pipeline_helpers import prepare_tables, wait_until
-from tests.reindex_load import (
+from tests.support.api_fixtures import start_api
+from tests.support.pipeline_helpers import prepare_tables, wait_until
+from tests.support.reindex_load import (
     BOX,
     FIRST,
     OTHER,

@@ -19,8 +19,8 @@ from indexer.ops.engines import open_engines
 from indexer.ops.reconcile import reconcile
 from indexer.settings import Settings, to_env
 from sidecar_tools.writer.store import delete_message
-from tests.ops_helpers import index_mailboxes
-from tests.pipeline_helpers import table_messages
+from tests.support.ops_helpers import index_mailboxes
+from tests.support.pipeline_helpers import table_messages
 
 R1, R2, R3 = (MessageRef("m", c * 64) for c in "abc")
 

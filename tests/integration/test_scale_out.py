@@ -44,9 +44,14 @@ from indexer.settings import Settings, to_env
 from indexer.sources.files import read_sources
 from search_api.auth import token_hash
 from sidecar_tools.writer.files import load_file
-from tests.api_fixtures import free_port
-from tests.ops_helpers import SAMPLE
-from tests.pipeline_helpers import export_stream, opensearch_docs, prepare_tables, wait_until
+from tests.support.api_fixtures import free_port
+from tests.support.ops_helpers import SAMPLE
+from tests.support.pipeline_helpers import (
+    export_stream,
+    opensearch_docs,
+    prepare_tables,
+    wait_until,
+)
 
 TOKEN = "scale-out-token"
 APPLIED = ("sidecar_worker_messages_total", (("outcome", "applied"), ("stage", "fulltext")))

@@ -13,8 +13,8 @@ import pytest
 from indexer.adapters import factories
 from indexer.settings import Settings
 from search_api.query import build_search_body, parse
-from tests.api_fixtures import Api, index_all, mail, start_api, store_all
 from tests.conftest import namespaced
+from tests.support.api_fixtures import Api, index_all, mail, start_api, store_all
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

@@ -17,8 +17,8 @@ from search_api.hits import join_rows
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
 from tests.conftest import CORPORA
-from tests.mail_helpers import corpus
-from tests.pipeline_helpers import prepare_tables
+from tests.support.mail_helpers import corpus
+from tests.support.pipeline_helpers import prepare_tables
 
 pytestmark = [pytest.mark.stack]
 BOX = "reads@example.com"

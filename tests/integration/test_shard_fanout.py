@@ -18,8 +18,8 @@ import pytest
 from indexer.adapters import factories
 from indexer.adapters.opensearch.index import build_client
 from sidecar_tools.bench.shard_probe import ShardProbe
-from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 from tests.conftest import namespaced
+from tests.support.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

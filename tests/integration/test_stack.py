@@ -26,7 +26,7 @@ from indexer.adapters.aws.clients import client
 from sidecar_tools.cli.stack_cmds import register
 from sidecar_tools.stack import manager
 from sidecar_tools.stack.settings import StackSettings, get_stack_settings
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 # No skip when java or mvn is missing: CI installs them, and a skipped stack test proves nothing.
 pytestmark = [pytest.mark.stack, pytest.mark.slow]

@@ -408,7 +408,7 @@ def test_start_at_latest_skips_history_only_on_first_listing() -> None:
 
 @pytest.mark.stack
 def test_lease_is_exclusive_and_expires(settings: Any) -> None:
-    from tests.pipeline_helpers import prepare_tables
+    from tests.support.pipeline_helpers import prepare_tables
 
     ddb = prepare_tables(settings)
     now = [1000.0]
@@ -430,7 +430,7 @@ def test_lease_is_exclusive_and_expires(settings: Any) -> None:
 
 
 def _converged(settings: Any, ddb: Any, mailboxes: list[str]) -> bool:
-    from tests.pipeline_helpers import opensearch_docs, table_messages
+    from tests.support.pipeline_helpers import opensearch_docs, table_messages
 
     try:
         for mb in mailboxes:
@@ -482,7 +482,7 @@ def test_tail_applies_writes_and_resumes_from_checkpoints(settings: Any) -> None
     from indexer.adapters.aws import clients as aws
     from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
     from indexer.adapters.dynamodb.state import ShardCheckpointStore
-    from tests.pipeline_helpers import (
+    from tests.support.pipeline_helpers import (
         prepare_tables,
         qdrant_points,
         table_messages,
@@ -526,7 +526,7 @@ def test_tail_applies_writes_and_resumes_from_checkpoints(settings: Any) -> None
 @pytest.mark.stack
 @pytest.mark.slow
 def test_standby_takes_over_when_the_holder_dies(settings: Any) -> None:
-    from tests.pipeline_helpers import prepare_tables, wait_until, workers
+    from tests.support.pipeline_helpers import prepare_tables, wait_until, workers
 
     ddb = prepare_tables(settings)
     mbs = ["alpha", "beta"]

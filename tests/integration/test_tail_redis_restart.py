@@ -24,8 +24,8 @@ import pytest
 import redis
 
 from indexer.settings import Settings, to_env
-from tests.api_fixtures import free_port
-from tests.waiting import wait_for
+from tests.support.api_fixtures import free_port
+from tests.support.waiting import wait_for
 
 REDIS_SERVER = "/usr/bin/redis-server"
 MAILBOXES = ["alpha", "beta"]
@@ -88,7 +88,7 @@ def _stopped_line(log: Path) -> dict[str, Any]:
 
 
 def _snapshot(settings: Settings, ddb: Any, mailbox: str) -> tuple[dict[str, Any], dict[str, Any]]:
-    from tests.pipeline_helpers import opensearch_docs, table_messages
+    from tests.support.pipeline_helpers import opensearch_docs, table_messages
 
     want = {k: (m.get("subject"), m.get("spec_version"))
             for k, m in table_messages(ddb, settings.table, mailbox).items()}
@@ -138,8 +138,13 @@ def test_tail_survives_a_redis_restart(settings: Settings, tmp_path: Path) -> No
     from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
     from indexer.settings import get_settings
     from tests.integration.test_tail import _write
-    from tests.pipeline_helpers import prepare_tables, qdrant_points, table_messages, wait_until
-    from tests.pipeline_helpers import workers as run_workers
+    from tests.support.pipeline_helpers import (
+        prepare_tables,
+        qdrant_points,
+        table_messages,
+        wait_until,
+    )
+    from tests.support.pipeline_helpers import workers as run_workers
 
     server = PrivateRedis(tmp_path / "redis")
     server.dir.mkdir()

@@ -27,11 +27,11 @@ from indexer.adapters import factories
 from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from search_api.query.opensearch import MAILBOX_FIELD
-from tests.api_fixtures import TOKEN_A, Api, mail, start_api
 from tests.conftest import CORPORA, namespaced
 from tests.conftest import _drop_indices as drop_indices
-from tests.mail_helpers import corpus
-from tests.tenant_load import load_mailbox
+from tests.support.api_fixtures import TOKEN_A, Api, mail, start_api
+from tests.support.mail_helpers import corpus
+from tests.support.tenant_load import load_mailbox
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

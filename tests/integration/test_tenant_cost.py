@@ -17,11 +17,11 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from tests.api_fixtures import TOKEN_A, TOKEN_B, Api, start_api
 from tests.conftest import CORPORA, namespaced
-from tests.mail_helpers import corpus
-from tests.tenant_load import load_mailbox
-from tests.waiting import wait_for
+from tests.support.api_fixtures import TOKEN_A, TOKEN_B, Api, start_api
+from tests.support.mail_helpers import corpus
+from tests.support.tenant_load import load_mailbox
+from tests.support.waiting import wait_for
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

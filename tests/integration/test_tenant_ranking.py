@@ -17,10 +17,10 @@ from typing import Any
 
 import pytest
 
-from tests.api_fixtures import Api, mail, start_api
 from tests.conftest import CORPORA, namespaced
-from tests.mail_helpers import corpus
-from tests.tenant_load import load_mailbox
+from tests.support.api_fixtures import Api, mail, start_api
+from tests.support.mail_helpers import corpus
+from tests.support.tenant_load import load_mailbox
 
 pytestmark = [pytest.mark.stack, pytest.mark.slow]
 

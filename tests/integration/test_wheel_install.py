@@ -20,8 +20,8 @@ import pytest
 
 from indexer.adapters.aws import clients as aws
 from indexer.settings import Settings, to_env
-from tests.ops_helpers import SAMPLE
-from tests.pipeline_helpers import (
+from tests.support.ops_helpers import SAMPLE
+from tests.support.pipeline_helpers import (
     export_stream,
     opensearch_docs,
     prepare_tables,

@@ -19,8 +19,8 @@ from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from sidecar_tools.writer.files import load_file
 from tests.conftest import CORPORA
-from tests.ops_helpers import SAMPLE
-from tests.pipeline_helpers import (
+from tests.support.ops_helpers import SAMPLE
+from tests.support.pipeline_helpers import (
     export_stream,
     opensearch_docs,
     prepare_tables,

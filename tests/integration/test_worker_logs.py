@@ -12,8 +12,8 @@ import pytest
 
 from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings
-from tests.api_fixtures import mail, store_all
-from tests.pipeline_helpers import ingest_fulltext, prepare_tables
+from tests.support.api_fixtures import mail, store_all
+from tests.support.pipeline_helpers import ingest_fulltext, prepare_tables
 
 pytestmark = pytest.mark.stack
 

@@ -18,7 +18,7 @@ import pytest
 
 from indexer.settings import Settings
 from search_api.auth import JwtVerifier
-from tests.jwt_helpers import AUDIENCE, ISSUER, Jwks, Key, claims, rsa_key, sign
+from tests.support.jwt_helpers import AUDIENCE, ISSUER, Jwks, Key, claims, rsa_key, sign
 
 KEY = rsa_key("k1")
 BOX = "alice@example.com"

@@ -11,7 +11,7 @@ import pytest
 from sidecar_tools.mailimport.convert import MalformedMessage, to_normalized
 from sidecar_tools.mailimport.text import clean_text, for_ai
 from sidecar_tools.writer.mapping import to_items
-from tests import hostile_mail
+from tests.support import hostile_mail
 
 NOW = "2026-12-01T00:00:00Z"
 

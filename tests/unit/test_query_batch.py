@@ -10,7 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from indexer.adapters.embedding.query_batch import QueryBatcher
-from tests.waiting import wait_for
+from tests.support.waiting import wait_for
 
 
 class Recorder:

@@ -7,13 +7,15 @@ import dataclasses
 from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
+from typing import get_args
 
 from search_api.backends import Backends
+from search_api.service import MODES, Mode
 from sidecar_tools.quality.metrics import ndcg, recall_at
-from sidecar_tools.quality.queries import MODES, Identities, load_queries, run_query
+from sidecar_tools.quality.queries import Identities, load_queries, run_query
 from sidecar_tools.quality.suite import Suite
 
-ORDER = ("fulltext", "semantic", "hybrid")
+ORDER: tuple[str, ...] = get_args(Mode)  # the service's order: full text first
 
 
 @dataclass(frozen=True)

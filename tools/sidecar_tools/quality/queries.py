@@ -22,11 +22,11 @@ from typing import Any
 from search_api import candidates, service
 from search_api.backends import Backends
 from search_api.query import parse
+from search_api.service import MODES
 from search_api.weighing import mailbox_weighted
 from sidecar_tools.quality.metrics import ndcg, precision, recall, reciprocal_rank
 
 KINDS = frozenset({"operator", "ranked"})
-MODES = frozenset({"fulltext", "semantic", "hybrid"})
 PAGE = 1000  # every hit of a query over an evaluation corpus fits in one engine page
 
 

@@ -23,8 +23,8 @@ from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
-from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables
-from tests.waiting import wait_http_ok
+from tests.support.pipeline_helpers import export_stream, ingest_files, prepare_tables
+from tests.support.waiting import wait_http_ok
 
 TOKEN_A, TOKEN_B = "token-a-" + uuid.uuid4().hex, "token-b-" + uuid.uuid4().hex
 

@@ -18,10 +18,10 @@ import httpx
 
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import delete_message, rewrite_message, store_message
-from tests.api_fixtures import TOKEN_A
-from tests.waiting import wait_for
+from tests.support.api_fixtures import TOKEN_A
+from tests.support.waiting import wait_for
 
-SAMPLE = Path(__file__).resolve().parents[1] / "tools/sidecar_tools/demo_data/sample-mailbox.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "tools/sidecar_tools/demo_data/sample-mailbox.jsonl"
 BOX, OTHER = "reindex@example.com", "nobody@example.com"
 FIRST = 30  # stored before the reindex; the rest of the 40 are stored by the load
 

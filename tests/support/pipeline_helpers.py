@@ -22,7 +22,9 @@ from indexer.pipeline.ingest import IngestSummary
 from indexer.pipeline.workers import ROLES, spawn_workers, stop_workers
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
-from tests.waiting import wait_until as wait_until  # re-exported; defined in tests/waiting.py
+from tests.support.waiting import (
+    wait_until as wait_until,  # re-exported; defined in tests/support/waiting.py
+)
 
 
 def prepare_tables(settings: Settings) -> Any:

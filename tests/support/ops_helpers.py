@@ -7,9 +7,9 @@ from typing import Any
 
 from indexer.settings import Settings
 from sidecar_tools.writer.files import load_file
-from tests.pipeline_helpers import export_stream, ingest_files, prepare_tables, workers
+from tests.support.pipeline_helpers import export_stream, ingest_files, prepare_tables, workers
 
-SAMPLE = Path(__file__).resolve().parents[1] / "tools" / "sidecar_tools" / "demo_data" / "sample-mailbox.jsonl"
+SAMPLE = Path(__file__).resolve().parents[2] / "tools" / "sidecar_tools" / "demo_data" / "sample-mailbox.jsonl"
 
 
 def sample_subset(tmp_path: Path, count: int) -> Path:
