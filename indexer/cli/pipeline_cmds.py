@@ -19,7 +19,7 @@ from rich.progress import BarColumn, MofNCompleteColumn, TextColumn, TimeElapsed
 from rich.table import Table
 
 from indexer.cli.preflight import require_encoder, require_tables
-from indexer.cli.progress import heartbeat, progress
+from indexer.cli.progress import heartbeat, interactive, progress, say
 from indexer.settings import Settings, get_settings
 
 console = Console(stderr=True)
@@ -125,6 +125,9 @@ def ingest(
     code = 1 if summary.dead_lettered else 0
     if as_json:
         print(json.dumps(asdict(summary)))
+        raise typer.Exit(code)
+    if not interactive(console):  # an ECS task, a Job, a pipe: a JSON line, as backfill's
+        say(console, "ingest done", command="ingest", **asdict(summary))
         raise typer.Exit(code)
     table = Table(title="ingest")
     for name in ("read", "applied", "dead_lettered", "ignored", "batches", "embedded"):

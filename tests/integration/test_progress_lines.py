@@ -3,7 +3,8 @@
 writes JSON lines only on stderr, progress lines among them every
 ``SIDECAR_PROGRESS_INTERVAL_S`` (done/total, rate, ETA, a final one), and its summary as one
 JSON object on stdout; ``dlq list --json``, ``reindex --status --json`` and ``init --json`` are
-JSON on stdout as well."""
+JSON on stdout as well. Without ``--json``, outside a terminal, ``ingest`` and ``backfill`` give
+their summary as a JSON line on stderr too (a table only in a terminal)."""
 
 from __future__ import annotations
 
@@ -18,7 +19,7 @@ import pytest
 
 from indexer.settings import Settings, to_env
 from tests.support.api_fixtures import mail, store_all
-from tests.support.pipeline_helpers import prepare_tables, workers
+from tests.support.pipeline_helpers import export_stream, prepare_tables, workers
 
 pytestmark = pytest.mark.stack
 
@@ -63,6 +64,30 @@ def test_backfill_outside_a_terminal_logs_json_progress(
     assert times == sorted(times) and times[-1] > times[0]
     summary = json.loads(stdout)  # the summary alone on stdout, through the pipe
     assert summary["applied"] == MESSAGES and summary["dead_lettered"] == 0
+
+
+def test_ingest_without_json_outside_a_terminal_writes_json_lines_only(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """No ``--json``: nothing on stdout, and stderr — progress while feeding, the heartbeat
+    while waiting, the summary (a rich table before) — JSON lines only."""
+    prepare_tables(settings)
+    store_all(settings, "box", [mail(n, f"ingested {n}", "numbers", sender=SENDER,
+                                     to=[f"p{n}@example.com"]) for n in range(MESSAGES)])
+    records = tmp_path / "records.jsonl"
+    export_stream(settings, records)
+    with workers(settings):
+        stdout, lines = _sidecar(settings, tmp_path, "ingest", str(records), "--wait")
+    assert stdout == ""
+    entries = [json.loads(line) for line in lines]  # a table's borders would fail here
+    fed = [e for e in entries if e.get("task") == "records" and "done" in e]
+    assert fed and fed[-1]["final"] is True and fed[-1]["done"] > 0
+    (summary,) = [e for e in entries if e["message"] == "ingest done"]
+    # Records (a message's items each have one), every one read applied, none dead-lettered.
+    assert summary["read"] == fed[-1]["done"] > MESSAGES
+    assert summary["applied"] == summary["read"] - summary["ignored"]
+    assert summary["dead_lettered"] == 0
+    assert summary["waited"] is True and summary["level"] == "info"
 
 
 def test_operator_summaries_are_json_on_stdout(settings: Settings) -> None:
