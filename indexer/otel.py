@@ -2,8 +2,18 @@
 trace from the command that read a record, through the task that indexed it, to the engine.
 
 On only where ``OTEL_EXPORTER_OTLP_ENDPOINT`` (or ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT``) is
-set and the ``[otel]`` extra is installed; otherwise nothing here imports an OpenTelemetry
-module, so a process without tracing pays nothing (``tests/unit/test_otel_off.py``).
+set and the ``[otel]`` extra is installed. Otherwise nothing here imports an OpenTelemetry
+module, and the SDK is kept out of the process altogether
+(:func:`indexer.otel_guard.keep_sdk_out`, installed when the ``indexer`` package is imported):
+redis-py 8 imports the SDK's metrics whenever it is installed
+(``redis/observability/providers.py`` line 32, ``from opentelemetry.sdk.metrics import
+MeterProvider`` in a ``try``), ~60 modules in every process for an opt-in feature of redis the
+sidecar never turns on. What remains is the bare API, imported by two dependencies: redis-py
+(``redis/observability/metrics.py`` line 37, ``from opentelemetry.metrics import Meter``, in a
+``try``) and, in the API's process, FastAPI 0.163, of which ``opentelemetry-api`` is a hard
+dependency (``fastapi/telemetry/_api.py`` lines 9-13, ``_asgi.py`` 17-22: context, logs,
+metrics, trace, propagate; not guarded, so it cannot be refused).
+``tests/integration/test_otel_off.py`` runs the real processes and reads what they imported.
 
 What is traced, once :func:`setup` ran in a process:
 - the API (FastAPI: a server span per request, :func:`instrument_app`);
@@ -31,6 +41,7 @@ from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
 from indexer import logs
+from indexer.otel_guard import let_sdk_in, wanted
 
 if TYPE_CHECKING:
     from fastapi import FastAPI
@@ -38,15 +49,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger(__name__)
 
-ENDPOINT_VARIABLES = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
 TRACER = "mail-search-sidecar"
 _lock = threading.Lock()
 _active = False
-
-
-def wanted() -> bool:
-    """The operator asked for traces: an OTLP endpoint is set."""
-    return any(os.environ.get(name, "").strip() for name in ENDPOINT_VARIABLES)
 
 
 def active() -> bool:
@@ -68,6 +73,7 @@ def setup(service: str, exporter: SpanExporter | None = None) -> bool:
     with _lock:
         if _active:
             return True
+        let_sdk_in()
         try:
             _install(service, exporter)
         except ImportError as exc:

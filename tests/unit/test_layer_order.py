@@ -2,7 +2,7 @@
 
 Inside ``indexer/``, a module imports only from its own layer or the layers below it::
 
-    core  <  settings, logs, metrics, otel  <  adapters  <  pipeline  <  sources, ops  <  cli
+    core  <  settings, logs, metrics, otel(_guard)  <  adapters  <  pipeline  <  sources, ops  <  cli
 
 The indexer never imports ``search_api``; ``search_api`` sits above the adapters and never
 imports ``indexer.sources``, ``indexer.ops`` or ``indexer.cli`` (that it reaches
@@ -30,7 +30,7 @@ PACKAGES = ("indexer", "search_api")
 LAYERS: tuple[tuple[str, ...], ...] = (
     ("indexer.core",),
     # configuration, logs, metrics, traces: the process's own concerns
-    ("indexer.settings", "indexer.logs", "indexer.metrics", "indexer.otel"),
+    ("indexer.settings", "indexer.logs", "indexer.metrics", "indexer.otel", "indexer.otel_guard"),
     ("indexer.adapters",),
     ("indexer.pipeline",),
     ("indexer.sources", "indexer.ops"),

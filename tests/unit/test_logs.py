@@ -42,7 +42,11 @@ def test_extra_fields_are_kept_and_secret_ones_masked() -> None:
 
 
 def test_the_operators_level_wins_over_the_commands(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(logs.LEVEL_ENV, raising=False)
+    # Set, then removed, through monkeypatch: what choose_level writes is undone with it (a
+    # bare delenv of an unset variable records nothing, and "debug" outlived the test: the
+    # workers later tests spawn logged at debug).
+    monkeypatch.setenv(logs.LEVEL_ENV, "info")
+    monkeypatch.delenv(logs.LEVEL_ENV)
     assert logs.chosen_level() is None
     logs.choose_level("DEBUG")
     assert logs.chosen_level() == logging.DEBUG
