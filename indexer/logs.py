@@ -222,16 +222,21 @@ def celery_worker_logs(level: int = logging.WARNING) -> None:
     handler on the root logger, :func:`celery_json_logs` adds the task fields). What Celery
     writes straight to the stream from its signal handlers ("worker: Warm shutdown") becomes a
     JSON line too."""
-    import celery.apps.worker
-
     configure_unless_configured(level)
     celery_json_logs()
     for handler in logging.getLogger().handlers:
         handler.addFilter(_TaskLineFields())
+    celery_says_json()
+
+
+def celery_says_json() -> None:
+    """What Celery's worker writes straight to the stream from its signal handlers ("worker:
+    Warm shutdown"), as a JSON line: ``celery.apps.worker.safe_say`` replaced. Still one
+    ``os.write`` and no lock (it runs in signal handlers); an error writing it is ignored, as
+    Celery does."""
+    import celery.apps.worker
 
     def say(msg: str, f: Any = sys.__stderr__) -> None:
-        """``celery.apps.worker.safe_say``, as a JSON line; still one ``os.write``, no lock
-        (it runs in signal handlers), and an error writing it is ignored as Celery does."""
         line = json.dumps({"time": timestamp(time.time()), "level": "info",
                            "logger": "celery.apps.worker", "message": str(msg).strip()})
         with suppress(OSError, AttributeError, ValueError):

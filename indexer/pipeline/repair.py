@@ -27,11 +27,16 @@ class CeleryRepairs:
 
 def consume_vectors(settings: Settings) -> None:
     """Run the vectors queue's Celery worker (solo pool) in this thread: in embedded mode
-    the API process owns the store, so it is also its only writer."""
+    the API process owns the store, so it is also its only writer. Quiet (``-q``: no ASCII
+    banner on the API's stdout) and its shutdown notice a JSON line: the API's output stays
+    JSON lines only."""
+    from indexer import logs
     from indexer.pipeline.celery_app import app
 
+    logs.celery_says_json()
     app.worker_main(
         [
+            "-q",
             "worker",
             "-P",
             "solo",

@@ -1,8 +1,10 @@
-"""Issue 23 part 8: real commands log only JSON lines on stderr, at the level asked for.
+"""Issue 23 part 8: real commands log only JSON lines on stderr, at the level asked for (and
+write nothing else on stdout: issue 40).
 
 `sidecar --log-level debug tail` (boto3/botocore debug output included) and `SIDECAR_LOG_LEVEL
-=debug sidecar serve` (uvicorn, the model loading with its tqdm bar, the API's own lines) run
-against the stack briefly; every stderr line must be a JSON object whose `time` is ISO-8601 UTC
+=debug sidecar serve` (uvicorn, the model loading with its tqdm bar, the API's own lines, and
+the vectors consumer it runs beside the embedded store: a Celery worker, whose banner went to
+stdout) run against the stack briefly; every stdout and stderr line must be a JSON object whose `time` is ISO-8601 UTC
 with milliseconds and the zone, and debug lines must be there (the level took effect).
 """
 
@@ -58,9 +60,9 @@ def _run_until(argv: list[str], env: dict[str, str], log: Path,
                ready: Callable[[], bool], timeout: float, url: str | None = None) -> None:
     """Run the command until ``ready()``, then stop it with SIGTERM. With ``url``: once it
     answers, a malformed request is sent, and ``ready()`` is waited for after that."""
-    with log.open("wb") as err:
+    with log.open("wb") as err, log.with_suffix(".out").open("wb") as out:
         proc = subprocess.Popen([sys.executable, "-m", "indexer.cli.main", *argv], env=env,
-                                stdout=subprocess.DEVNULL, stderr=err, start_new_session=True)
+                                stdout=out, stderr=err, start_new_session=True)
 
     def running() -> bool:
         assert proc.poll() is None, log.read_text()[-3000:]
@@ -88,7 +90,8 @@ def _run_until(argv: list[str], env: dict[str, str], log: Path,
 
 
 def _assert_json_lines(log: Path) -> list[dict[str, object]]:
-    text = log.read_text(errors="replace")
+    """Every line of stderr (``log``) and of stdout (beside it, ``.out``) a JSON object."""
+    text = log.read_text(errors="replace") + log.with_suffix(".out").read_text(errors="replace")
     assert "\r" not in text, "a progress bar reached stderr"
     entries = []
     for line in text.splitlines():
@@ -121,8 +124,14 @@ def test_serve_logs_only_json_at_the_level_set(settings: Settings, tmp_path: Pat
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", "SIDECAR_LOG_LEVEL": "debug",
            "SIDECAR_API_PORT": str(port), "SIDECAR_API_TOKENS": "{}"}
     log = tmp_path / "serve.err"
-    _run_until(["serve", "--no-vectors-consumer"], env, log, lambda: _from(log, "uvicorn"),
-               timeout=90, url=f"http://127.0.0.1:{port}/healthz")
+    # Ready once uvicorn logged and the vectors consumer's worker is starting its parts (its
+    # banner, without -q, came before that).
+    def ready() -> bool:
+        return _from(log, "uvicorn") and any(
+            e["logger"] == "celery.bootsteps" and "Starting" in str(e["message"])
+            for e in _logged(log))
+
+    _run_until(["serve"], env, log, ready, timeout=90, url=f"http://127.0.0.1:{port}/healthz")
     entries = _assert_json_lines(log)
     assert "debug" in {e["level"] for e in entries}
     assert any(str(e["logger"]).startswith("uvicorn") for e in entries)  # uvicorn through ours

@@ -18,8 +18,8 @@ Two reports per process: ``PYTHONPROFILEIMPORTTIME=1`` makes Python list every i
 attempts, nested under the module that asked for it, so the importer of each OpenTelemetry
 module is read from the process's own report (a refused import is listed too: an attempt by a
 module of ours would fail the test as well); and a ``sitecustomize`` on ``PYTHONPATH`` writes
-the OpenTelemetry modules in ``sys.modules`` when the process exits, which says what was
-actually loaded.
+the OpenTelemetry modules in ``sys.modules`` every half second, which says what was actually
+loaded.
 """
 
 from __future__ import annotations
@@ -52,18 +52,32 @@ THIRD_PARTY_IMPORTERS = {
     "redis.observability.metrics", "redis.observability.providers",
 }
 NEVER = ("opentelemetry.sdk", "opentelemetry.exporter", "opentelemetry.instrumentation")
-# Loaded into every process below (PYTHONPATH): at exit, its OpenTelemetry modules.
+# Loaded into every process below (PYTHONPATH): every half second, the OpenTelemetry modules in
+# its sys.modules (however it ends: a SIGTERM'd server, a pool child ending without atexit).
 SITECUSTOMIZE = """
-import atexit, json, os, sys
+import json, os, sys, threading, time
 
-def _loaded():
+def _write():
     names = sorted(m for m, mod in list(sys.modules.items())
                    if mod is not None and m.split(".")[0] == "opentelemetry")
     path = os.path.join(os.environ["OTEL_OFF_REPORTS"], f"{os.getpid()}.json")
-    with open(path, "w") as out:
+    with open(path + ".tmp", "w") as out:
         json.dump({"argv": sys.argv, "modules": names}, out)
+    os.replace(path + ".tmp", path)
 
-atexit.register(_loaded)
+def _every_half_second():
+    while True:
+        time.sleep(0.5)
+        try:
+            _write()
+        except Exception:
+            pass
+
+def _start():
+    threading.Thread(target=_every_half_second, name="otel-off", daemon=True).start()
+
+_start()
+os.register_at_fork(after_in_child=_start)  # a Celery pool child reports too
 """
 
 
@@ -119,7 +133,7 @@ def check(report: str, what: str) -> dict[str, str | None]:
 
 
 def loaded(reports: Path) -> dict[str, list[str]]:
-    """What each process that exited had loaded of OpenTelemetry, by its command line."""
+    """What each process had loaded of OpenTelemetry last time it wrote, by its command."""
     out = {}
     for path in reports.glob("*.json"):
         entry = json.loads(path.read_text())
@@ -185,10 +199,10 @@ def test_processes_without_an_endpoint_import_no_tracing(
     cli = check(sent.stderr, "sidecar ingest")
     worker = check(worker_log.read_text(errors="replace"), "the worker")
     served = check(api_log.read_text(errors="replace"), "sidecar serve")
-    # What they had loaded when they exited: the CLI, the worker's main process (its pool
-    # child ends without atexit: its imports are in the report above) and the API.
+    # What they had loaded: the CLI, the worker (its main process and its pool child), the API.
     exited = loaded(reports)
     assert {"ingest", "worker", "serve"} <= {c.split()[0] for c in exited}, sorted(exited)
+    assert len([c for c in exited if c.startswith("worker")]) >= 2, sorted(exited)
     for command, modules in exited.items():
         assert modules, command  # the bare API, by redis at least
         assert not [m for m in modules if m.startswith(NEVER)], (command, modules)
