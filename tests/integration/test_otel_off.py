@@ -37,9 +37,9 @@ import pytest
 from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
-from tests.api_fixtures import free_port, mail, serve_process, store_all
-from tests.pipeline_helpers import export_stream, opensearch_docs, prepare_tables
-from tests.waiting import wait_for, wait_http_ok
+from tests.support.api_fixtures import free_port, mail, serve_process, store_all
+from tests.support.pipeline_helpers import export_stream, opensearch_docs, prepare_tables
+from tests.support.waiting import wait_for, wait_http_ok
 
 pytestmark = pytest.mark.stack
 

@@ -48,7 +48,7 @@ def test_ingest_to_opensearch_is_one_trace_and_a_search_has_engine_children(
     export_stream(settings, records)
     env = {k: v for k, v in os.environ.items() if not k.startswith("OTEL_")}
     env |= to_env(settings) | {"SIDECAR_API_TOKENS": json.dumps({token_hash(TOKEN): [BOX]})}
-    script = Path(__file__).parents[1] / "otel_trace_run.py"
+    script = Path(__file__).parents[1] / "support" / "otel_trace_run.py"
     done = subprocess.run(
         [sys.executable, str(script), str(records), BOX, "quarterly", TOKEN],
         env=env, capture_output=True, text=True, timeout=300,
