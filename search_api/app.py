@@ -120,10 +120,13 @@ def _without_422(openapi: Callable[[], dict[str, Any]]) -> Callable[[], dict[str
 
 def _load_model(backends: Backends, attempts: int = 3) -> None:
     """A few tries: a failed load (e.g. CPython 3.11's race when two threads compile code at
-    once) must not leave ``/readyz`` at 503 for good; a semantic request also retries."""
+    once) must not leave ``/readyz`` at 503 for good; a semantic request also retries. A
+    replica that never opens the vector store embeds nothing: no model."""
+    if not backends.serves_vectors:
+        return
     for attempt in range(1, attempts + 1):
         try:
-            backends.load_model()
+            backends.encoder.load_model()
             return
         except Exception:
             log.exception("loading the embedding model failed (attempt %d/%d)", attempt, attempts)

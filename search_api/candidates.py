@@ -135,12 +135,12 @@ def semantic(backends: Backends, mailbox: str, node: Node, depth: int) -> list[C
     backends.require_vectors()
     flt = vector_filter(node, mailbox)
     for fresh in (False, True):
-        target = backends.read_target(fresh=fresh)
+        target = backends.encoder.read_target(fresh=fresh)
         try:
-            vector = backends.embed_query(text, target)
+            vector = backends.encoder.embed_query(text, target)
             return [from_point(p) for p in vector_search(backends, vector, flt, depth, target)]
         except Exception:
-            backends.forget_read_target(target)
+            backends.encoder.forget_read_target(target)
             if fresh or not target.cached:
                 raise
     raise AssertionError("unreachable")  # pragma: no cover - the loop returns or raises

@@ -53,7 +53,8 @@ from indexer.adapters.dynamodb.participants import ParticipantStore
 from indexer.core.documents import Participant
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
-from search_api.backends import Backends, naming
+from search_api.backends import Backends
+from search_api.engine_errors import naming
 from search_api.models import ContactsPage
 
 MAILBOX_FIELD = "mailbox_id"

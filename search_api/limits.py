@@ -27,9 +27,11 @@ import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from dataclasses import dataclass
 
 import jwt
 
+from indexer.settings import Settings
 from search_api.query import Node, build_query
 from search_api.query.expansion import estimated_clauses
 
@@ -171,3 +173,19 @@ class ExpensiveGate:
                     self._running[caller] = left
                 else:
                     del self._running[caller]
+
+
+@dataclass(frozen=True)
+class Gates:
+    """This process's admission: every caller's request rate, and the expensive searches by
+    caller and in all (replicas do not share them: docs/concepts/tenancy.md)."""
+
+    rate: RequestRate
+    expensive: ExpensiveGate
+
+    @classmethod
+    def of(cls, settings: Settings) -> Gates:
+        return cls(RequestRate(settings.api_requests_per_second),
+                   ExpensiveGate(settings.api_expensive_per_token,
+                                 settings.api_expensive_per_second,
+                                 settings.api_expensive_in_flight))

@@ -22,11 +22,20 @@ from __future__ import annotations
 
 import logging
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from indexer.adapters.opensearch.family import MAPPING_VERSION
 from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.metrics import INDEX_MAPPING_VERSION
+from search_api.engine_errors import naming
+from search_api.query.clauses import PREFIX_FIELDS_VERSION
+from search_api.query.more_like_this import LIKED_BODY_ANALYZER
+
+# How long the read index is taken to have (or lack) the liked-body analyzer: a reindex that
+# adds it is used within this; a rollback to an index without it is read whole after it.
+LIKED_ANALYZER_TTL_S = 10.0
 
 log = logging.getLogger(__name__)
 
@@ -108,3 +117,41 @@ def mapping_warning(index: OpenSearchIndex, code: int = MAPPING_VERSION) -> str 
         _logged.add(detail)
         log.warning("mapping check: %s", detail)
     return MAPPING_CODES[key]
+
+
+class MappingFacts:
+    """What the live mapping offers that a query may use (the liked-body analyzer, the
+    phrase-prefix fields), asked of the cluster once per :data:`LIKED_ANALYZER_TTL_S` and
+    cached here, not per request."""
+
+    def __init__(self, index: Callable[[], OpenSearchIndex]) -> None:
+        self._index = index
+        self._liked: tuple[float, str | None] | None = None
+        self._prefixed: tuple[float, bool] | None = None
+
+    def liked_body_analyzer(self) -> str | None:
+        """The analyzer "similar" reads a liked body with, where every index behind the read
+        alias defines it (mapping version 5 on), else None (the whole body, as before); asked
+        of the cluster once per :data:`LIKED_ANALYZER_TTL_S`."""
+        now = time.monotonic()
+        known = self._liked
+        if known is not None and now - known[0] < LIKED_ANALYZER_TTL_S:
+            return known[1]
+        with naming("opensearch"):
+            found = self._index().has_analyzer(LIKED_BODY_ANALYZER)
+        self._liked = (now, LIKED_BODY_ANALYZER if found else None)
+        return self._liked[1]
+
+    def prefix_fields_indexed(self) -> bool:
+        """Whether every index behind the read alias has mapping v6's prefix fields (named
+        ``<alias>-v<N>``, N >= 6; no index yet: nothing to expand), asked once per
+        :data:`LIKED_ANALYZER_TTL_S`. An index of an unknown name is taken as lacking them."""
+        now = time.monotonic()
+        known = self._prefixed
+        if known is not None and now - known[0] < LIKED_ANALYZER_TTL_S:
+            return known[1]
+        with naming("opensearch"):
+            state = check(self._index())
+        found = all(v is not None and v >= PREFIX_FIELDS_VERSION for v in state.live.values())
+        self._prefixed = (now, found)
+        return found

@@ -58,7 +58,7 @@ def admitted_mailbox(
     principal = limits.principal_key(credentials.credentials if credentials else "")
     request.state.principal = principal
     try:
-        b.request_rate.admit(principal)
+        b.gates.rate.admit(principal)
     except limits.TooManyExpensive as exc:
         raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
     return mailbox
@@ -72,7 +72,7 @@ def gated(request: Request, b: Backends, expensive: bool, *, rated: bool = True
           ) -> Iterator[None]:
     """The body under the expensive-search gate, its refusal a 429 with Retry-After."""
     try:
-        with b.expensive_gate.admit(request.state.principal, expensive, rated=rated):
+        with b.gates.expensive.admit(request.state.principal, expensive, rated=rated):
             yield
     except limits.TooManyExpensive as exc:
         raise HTTPException(429, str(exc), {"Retry-After": str(exc.retry_after_s)}) from exc
@@ -113,7 +113,7 @@ def readyz(b: BackendsDep, response: Response) -> dict[str, Any]:
         "dynamodb": lambda: b.store.describe(),
     }
     if b.serves_vectors:  # the model loads in the background at start
-        checks["model"] = lambda: b.model_loaded.is_set() or _raise("model still loading")
+        checks["model"] = lambda: b.encoder.model_loaded.is_set() or _raise("model still loading")
     skipped = [] if b.serves_vectors else ["qdrant"]  # a full-text replica (embedded store)
     for name in skipped:
         del checks[name]

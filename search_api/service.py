@@ -64,7 +64,7 @@ def search(
 ) -> SearchPage:
     """The page of hits and the cursor of the next one (None on the last page)."""
     if (req.mode != "semantic" and expands_a_phrase_prefix(req.node)
-            and not b.prefix_fields_indexed()):
+            and not b.mapping.prefix_fields_indexed()):
         raise QueryError(0, "a phrase prefix of several words needs the index's mapping "
                          f"v{PREFIX_FIELDS_VERSION} (an older one would expand its last word "
                          "from every mailbox's words): quote fewer words, or ask the operator "

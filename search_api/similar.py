@@ -17,8 +17,9 @@ from indexer.core.documents import point_id
 from indexer.core.plan import MessageRef
 from indexer.core.vectors import StoredPoint
 from search_api import candidates as legs
-from search_api.backends import Backends, naming
+from search_api.backends import Backends
 from search_api.candidates import Candidate
+from search_api.engine_errors import naming
 from search_api.query import VectorFilter
 from search_api.query import more_like_this as mlt
 from search_api.query.more_like_this import MLT_FIELDS
@@ -119,7 +120,7 @@ def _term_rankings(
 ) -> tuple[list[Candidate], list[Candidate]]:
     """The body+subject ranking and (``subject``) the subject-only one, of one reading of the
     liked message's terms; the two final queries run side by side."""
-    liked = liked_terms(backends, ref, backends.liked_body_analyzer())
+    liked = liked_terms(backends, ref, backends.mapping.liked_body_analyzer())
     alone = (backends.concurrently(by_terms, backends, ref, thread_key, size=size,
                                    fields=("subject",), liked=liked) if subject else None)
     both = by_terms(backends, ref, thread_key, size=size, liked=liked)

@@ -38,7 +38,8 @@ from collections.abc import Mapping
 from typing import Any
 
 from indexer.core.errors import PoisonError, TransientError
-from search_api.backends import Backends, naming
+from search_api.backends import Backends
+from search_api.engine_errors import naming
 from search_api.models import DidYouMean
 from search_api.query import Node, QueryError, parse
 from search_api.query.ast import Term

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 from indexer.core.plan import MessageRef
 from indexer.core.vectors import Condition, Filter, Hit, Match, MatchAny, Range, StoredPoint
-from search_api.backends import Backends, ReadTarget
+from search_api.backends import Backends
+from search_api.encoding import ReadTarget
 from search_api.query import VectorFilter
 
 

@@ -37,28 +37,28 @@ def test_a_server_alias_is_resolved_once_per_ttl_and_forgotten_on_a_miss(
 ) -> None:
     b = server_backends
     index = b.vectors
-    first = b.read_target()
+    first = b.encoder.read_target()
     assert not first.cached and first.collection == index.collection
     assert first.model == b.settings.embed_model
-    again = b.read_target()
+    again = b.encoder.read_target()
     assert again.cached and again.collection == first.collection  # no aliases round trip
 
     targets = vt.VectorTargets(index)
     moved = targets.collection_for(64)  # the same model, 64 tokens: a reindex's target
     targets.create(moved)
     targets.set_aliases(moved, None)
-    assert b.read_target().collection == first.collection  # within the TTL: the old pair
-    assert b.read_target(fresh=True).collection == moved  # asked now: the new one
+    assert b.encoder.read_target().collection == first.collection  # within the TTL: the old pair
+    assert b.encoder.read_target(fresh=True).collection == moved  # asked now: the new one
 
     index.store.drop(moved)  # the cached collection goes: the next query misses it
-    cached = b.read_target()
+    cached = b.encoder.read_target()
     assert cached.cached and cached.collection == moved
     flt = VectorFilter("nobody@example.com")
     with pytest.raises(Exception):  # noqa: B017 - the server's 404, whatever its kind
         search(b, [0.1] * index.dim, flt, 5, cached)
-    b.forget_read_target(cached)
+    b.encoder.forget_read_target(cached)
     targets.set_aliases(first.collection, None)
-    back = b.read_target()
+    back = b.encoder.read_target()
     assert not back.cached and back.collection == first.collection
     assert search(b, [0.1] * index.dim, flt, 5, back) == []
     assert READ_TARGET_TTL_S <= 5.0  # as shipped, a move is seen within seconds
@@ -69,11 +69,11 @@ def test_the_embedded_store_is_asked_every_time(tmp_path: Path) -> None:
     b = Backends(settings)
     try:
         index = b.vectors
-        assert not b.read_target().cached and not b.read_target().cached  # in memory: free
+        assert not b.encoder.read_target().cached and not b.encoder.read_target().cached  # in memory: free
         targets = vt.VectorTargets(index)
         moved = targets.collection_for(64)
         targets.create(moved)
         targets.set_aliases(moved, None)
-        assert b.read_target().collection == moved  # seen at once
+        assert b.encoder.read_target().collection == moved  # seen at once
     finally:
         b.close()

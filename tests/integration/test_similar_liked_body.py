@@ -54,7 +54,7 @@ def backends(settings: Settings) -> Iterator[Backends]:
 
 def _similar(backends: Backends) -> set[str]:
     ref = MessageRef(BOX, "liked")
-    found = by_terms(backends, ref, None, size=10, liked_analyzer=backends.liked_body_analyzer())
+    found = by_terms(backends, ref, None, size=10, liked_analyzer=backends.mapping.liked_body_analyzer())
     return {c.message_key for c in found}
 
 
@@ -64,7 +64,7 @@ def test_the_current_mapping_compares_a_liked_body_s_opening(
     assert MAPPING_VERSION >= 5
     index = _load(settings, MAPPING_VERSION)
     assert index.has_analyzer(LIKED_BODY_ANALYZER)
-    assert backends.liked_body_analyzer() == LIKED_BODY_ANALYZER
+    assert backends.mapping.liked_body_analyzer() == LIKED_BODY_ANALYZER
     assert _similar(backends) == {"opening"}
     # The same query without the analyzer reads the whole body: the ending matches too, so
     # the analyzer is what leaves it out.
@@ -78,7 +78,7 @@ def test_an_index_without_the_analyzer_is_read_whole(
 ) -> None:
     index = _load(settings, 4)
     assert not index.has_analyzer(LIKED_BODY_ANALYZER)
-    assert backends.liked_body_analyzer() is None
+    assert backends.mapping.liked_body_analyzer() is None
     assert _similar(backends) == {"opening", "ending"}
 
 

@@ -122,10 +122,11 @@ def test_queries_are_embedded_at_the_read_collections_precision(
 ) -> None:
     from indexer.adapters import factories
     from search_api import backends as backends_mod
+    from search_api import encoding
 
     monkeypatch.setattr(factories, "embedder", lambda settings: "configured")
-    monkeypatch.setattr(backends_mod, "build_embedder",
+    monkeypatch.setattr(encoding, "build_embedder",
                         lambda settings, model=None: f"built:{model}")
     found = backends_mod.Backends(Settings(embed_precision=configured))  # type: ignore[arg-type]
-    target = backends_mod.ReadTarget("mail-x", collection_model)
-    assert str(found.query_embedder(target)) == want
+    target = encoding.ReadTarget("mail-x", collection_model)
+    assert str(found.encoder.query_embedder(target)) == want

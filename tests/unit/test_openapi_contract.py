@@ -17,9 +17,9 @@ from indexer.metrics import MALFORMED_FIELDS
 from indexer.settings import Settings
 from search_api import hits
 from search_api.app import create_app
-from search_api.backends import BackendUnavailable, naming
 from search_api.candidates import Candidate
 from search_api.cursor import CursorError
+from search_api.engine_errors import BackendUnavailable, naming
 from search_api.models import Hit
 from search_api.query import QueryError
 from search_api.service import NotFound

@@ -8,8 +8,9 @@ import pytest
 from indexer.metrics import MALFORMED_FIELDS
 from indexer.settings import Settings
 from search_api import hits, service
-from search_api.backends import Backends, ReadTarget
+from search_api.backends import Backends
 from search_api.candidates import Candidate
+from search_api.encoding import ReadTarget
 from search_api.limits import ExpensiveGate, TooManyExpensive, is_expensive
 from search_api.query import QueryError, parse
 
