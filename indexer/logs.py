@@ -190,6 +190,17 @@ def configure_unless_configured(level: int = logging.INFO) -> None:
         configure(level)
 
 
+def refuse(problem: str) -> None:
+    """A command refusing to start (a table missing, a setting wrong): ``error: <problem>`` on
+    stderr for a person at a terminal; anywhere else (a container's log, a pipe) one JSON line
+    at error, as every other line there."""
+    if sys.stderr.isatty():
+        print(f"error: {problem}", file=sys.stderr)
+        return
+    configure_unless_configured(logging.WARNING)
+    logging.getLogger("sidecar").error("error: %s", problem)
+
+
 def celery_json_logs() -> None:
     """Make Celery workers log JSON lines too: reformat the handlers Celery installs, at the
     operator's level when one is set (``sidecar worker`` passes Celery its own ``-l``).

@@ -7,11 +7,11 @@ API (it sits below it)."""
 
 from __future__ import annotations
 
-import sys
 from typing import Annotated
 
 import typer
 
+from indexer import logs
 from indexer.adapters.preflight import config_problem, encoder_missing
 from indexer.settings import get_settings
 
@@ -42,7 +42,7 @@ def serve(
     # embeds queries.
     problem = config_problem(settings) or encoder_missing(settings)
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        logs.refuse(problem)
         raise typer.Exit(2)
     run(
         settings,

@@ -10,6 +10,7 @@ install simply has fewer commands.
 from __future__ import annotations
 
 import logging
+import sys
 from enum import StrEnum
 from importlib.metadata import PackageNotFoundError, entry_points, version
 from typing import Annotated, Any
@@ -53,7 +54,8 @@ BAD_CONFIGURATION = 2  # the exit status of a refused SIDECAR_* value (as for a 
 class _Sidecar(typer.Typer):
     """The CLI, whose one answer to a ``SIDECAR_*`` value the settings refuse — wherever a
     command first reads them — is one JSON line naming the variable and exit status 2, like a
-    bad option, instead of pydantic's traceback (exit 1)."""
+    bad option, instead of pydantic's traceback (exit 1); outside a terminal, a crash is one
+    JSON line too."""
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
         try:
@@ -65,6 +67,14 @@ class _Sidecar(typer.Typer):
             logs.configure_unless_configured(logging.WARNING)
             logging.getLogger("sidecar").error(line)
             raise SystemExit(BAD_CONFIGURATION) from None
+        except Exception:
+            if sys.stderr.isatty():  # a person: typer's traceback, as it is
+                raise
+            # A container's log, a pipe: the crash is one JSON line (its traceback in
+            # ``error``), not a traceback drawn over dozens of lines; exit 1 as Python's.
+            logs.configure_unless_configured(logging.WARNING)
+            logging.getLogger("sidecar").exception("the command failed")
+            raise SystemExit(1) from None
 
 
 # Roles that run until stopped: traced, but no span of their own (each task they send, each

@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING, Annotated, TypeVar
 
 import typer
 from rich.console import Console
-from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
+from rich.progress import SpinnerColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from indexer import logs
+from indexer.cli.progress import interactive, progress, say
 from indexer.settings import get_settings
 
 if TYPE_CHECKING:
@@ -30,9 +32,9 @@ def _or_exit(operation: Callable[[], T]) -> T:
     try:
         return operation()
     except (StoreBusyError, LegacyStoreError, QdrantAuthError) as exc:
-        console.print(f"[red]{exc}[/red]")
+        logs.refuse(str(exc))
     except TransientError as exc:
-        console.print(f"[red]an engine is unavailable, nothing was decided: {exc}[/red]")
+        logs.refuse(f"an engine is unavailable, nothing was decided: {exc}")
     raise typer.Exit(2)
 
 
@@ -45,16 +47,15 @@ def reconcile(
     but gone from the table, stale. Exit 0 only if nothing drifted (or all was repaired)."""
     from indexer.ops.reconcile import reconcile as run
 
-    with Progress(
-        SpinnerColumn(),
-        TextColumn("table messages checked: {task.completed:,.0f}"),
-        TimeElapsedColumn(),
-        console=console,
-        transient=True,
-    ) as bar:
-        task = bar.add_task("reconcile", total=None)
+    settings = get_settings()
+    # A spinner in a terminal; elsewhere JSON progress lines (rich's own display wrote a
+    # blank line into a pipe).
+    with progress(console, "reconcile", settings.progress_interval_s, SpinnerColumn(),
+                  TextColumn("table messages checked: {task.completed:,.0f}"),
+                  TimeElapsedColumn()) as bar:
+        task = bar.add_task("table messages", total=None)
         report = _or_exit(
-            lambda: run(get_settings(), mailbox, repair, progress=lambda n: bar.advance(task, n))
+            lambda: run(settings, mailbox, repair, progress=lambda n: bar.advance(task, n))
         )
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
@@ -64,6 +65,14 @@ def reconcile(
 
 
 def _print_report(report: ReconcileReport) -> None:
+    """A table and the first 50 drifts in a terminal; elsewhere one JSON line on stderr (the
+    counts per mailbox, the first 50 drifts left), as backfill's summary."""
+    if not interactive(console):
+        summary = report.to_json()
+        del summary["drift"]
+        summary["remaining"] = summary["remaining"][:50]
+        say(console, "reconcile done", command="reconcile", **summary)
+        return
     table = Table(title="reconcile")
     columns = ("mailbox", "table", "docs", "points")
     kinds = ("missing", "orphan", "stale")
@@ -95,6 +104,8 @@ def purge(
         raise typer.BadParameter(str(exc)) from exc
     if as_json:
         print(json.dumps(report.to_json(), indent=2))
+    elif not interactive(console):
+        say(console, f"purged {mailbox}", command="purge", **report.to_json())
     else:
         table = Table(title=f"purged {mailbox}")
         for name, value in report.to_json().items():
@@ -102,10 +113,8 @@ def purge(
                 table.add_row(name, str(value))
         Console().print(table)
     if report.table_still_has_messages:
-        console.print(
-            "[yellow]the mail table still holds this mailbox: stream records (or "
-            "`reconcile --repair`) will index it again[/yellow]"
-        )
+        say(console, "the mail table still holds this mailbox: stream records (or "
+            "`reconcile --repair`) will index it again")
 
 
 def register(app: typer.Typer) -> None:

@@ -1,20 +1,21 @@
 """The start-up check of every runtime command (:mod:`indexer.adapters.preflight`): one line
-on stderr saying what is wrong and how to fix it, exit 2 — or nothing."""
+on stderr saying what is wrong and how to fix it (JSON outside a terminal), exit 2 — or
+nothing."""
 
 from __future__ import annotations
 
-import sys
-
 import typer
 
+from indexer import logs
 from indexer.adapters import preflight
 from indexer.settings import Settings
 
 
 def stop_on(problem: str | None) -> None:
-    """Exit 2 with ``error: <problem>`` on stderr when there is a problem."""
+    """Exit 2 with ``error: <problem>`` on stderr (a JSON line outside a terminal) when there
+    is a problem."""
     if problem:
-        print(f"error: {problem}", file=sys.stderr)
+        logs.refuse(problem)
         raise typer.Exit(2)
 
 

@@ -27,15 +27,16 @@ SENDER = ("Ops", "ops@example.org")
 MESSAGES = 12
 
 
-def _sidecar(settings: Settings, tmp: Path, *argv: str) -> tuple[str, list[str]]:
-    """Run ``sidecar ARGV 2>err | cat``; its stdout (through cat) and its stderr lines."""
+def _sidecar(settings: Settings, tmp: Path, *argv: str, code: int = 0) -> tuple[str, list[str]]:
+    """Run ``sidecar ARGV 2>err | cat``; its stdout (through cat) and its stderr lines; it must
+    exit with ``code``."""
     err = tmp / "err"
     command = " ".join(shlex.quote(a) for a in (sys.executable, "-m", "indexer.cli.main", *argv))
     env = {**os.environ, **to_env(settings), "SIDECAR_PROGRESS_INTERVAL_S": "0.2"}
     done = subprocess.run(["bash", "-o", "pipefail", "-c", f"{command} 2>{err} | cat"],
                           env=env, capture_output=True, text=True, timeout=600)
     lines = err.read_text().splitlines()
-    assert done.returncode == 0, (done.stdout, lines)
+    assert done.returncode == code, (done.stdout, lines)
     return done.stdout, lines
 
 
@@ -88,6 +89,34 @@ def test_ingest_without_json_outside_a_terminal_writes_json_lines_only(
     assert summary["applied"] == summary["read"] - summary["ignored"]
     assert summary["dead_lettered"] == 0
     assert summary["waited"] is True and summary["level"] == "info"
+    # The operator's commands after it: their reports JSON lines too, not tables.
+    with workers(settings):
+        stdout, lines = _sidecar(settings, tmp_path, "reconcile")
+        assert stdout == ""
+        entries = [json.loads(line) for line in lines]  # rich's spinner wrote a blank line
+        (report,) = [e for e in entries if e["message"] == "reconcile done"]
+        assert report["drifted"] == 0
+        assert [m["table_messages"] for m in report["mailboxes"]] == [MESSAGES]
+        stdout, lines = _sidecar(settings, tmp_path, "purge", "--mailbox", "box")
+    assert stdout == ""
+    said = [json.loads(line) for line in lines]
+    assert said[0]["message"] == "purged box" and said[0]["fulltext_docs"] == MESSAGES
+    # The table still holds the mail: the warning that it will come back, as a line too.
+    assert any("still holds this mailbox" in e["message"] for e in said[1:])
+
+
+def test_a_command_refusing_to_start_says_so_in_one_json_line(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """No mail table: ``ingest`` stops before reading anything, exit 2, one JSON error line
+    naming the table (in a terminal: ``error: ...`` as plain text)."""
+    records = tmp_path / "none.jsonl"
+    records.write_text("")
+    stdout, lines = _sidecar(settings, tmp_path, "ingest", str(records), code=2)
+    assert stdout == ""
+    (line,) = lines
+    entry = json.loads(line)
+    assert entry["level"] == "error" and settings.table in entry["message"]
 
 
 def test_operator_summaries_are_json_on_stdout(settings: Settings) -> None:
@@ -114,3 +143,16 @@ def test_operator_summaries_are_json_on_stdout(settings: Settings) -> None:
     assert run("dlq", "list", "--json") == {"count": 0, "entries": []}
     status = run("reindex", "--status", "--json")
     assert isinstance(status, dict) and set(status) == {"aliases", "loose"}
+
+
+def test_a_crash_outside_a_terminal_is_one_json_line(settings: Settings, tmp_path: Path) -> None:
+    """An error nothing handles (here: the export bucket does not exist) is one JSON line at
+    error with the traceback in ``error``, exit 1 — not a traceback drawn over a hundred
+    lines (in a terminal typer still draws it)."""
+    prepare_tables(settings)
+    stdout, lines = _sidecar(settings, tmp_path, "ingest", "s3://no-such-bucket-here/x", code=1)
+    assert stdout == ""
+    entries = [json.loads(line) for line in lines]
+    (crash,) = [e for e in entries if e["level"] == "error"]
+    assert crash["message"] == "the command failed"
+    assert crash["error"].startswith("Traceback") and "NoSuchBucket" in crash["error"]
