@@ -14,9 +14,9 @@ from indexer.core.records import RawRecord
 from indexer.logs import configure_unless_configured
 from indexer.metrics import serve_process_metrics
 from indexer.settings import Settings, get_settings
-from indexer.sources.tail.loop import StartAt, StreamTailer, TailOptions
+from indexer.sources.tail.loop import StreamTailer
 from indexer.sources.tail.positions import PREDECESSORS, READERS, SeededPositions
-from indexer.sources.tail.shards import PAGE_LIMIT
+from indexer.sources.tail.state import PAGE_LIMIT, StartAt, TailOptions
 
 log = logging.getLogger("indexer.tail")
 

@@ -23,6 +23,7 @@ from celery import Celery, signals
 from indexer import logs, otel
 from indexer.adapters import broker
 from indexer.adapters.aws import audit as aws_audit
+from indexer.pipeline import context
 from indexer.settings import Settings, get_settings
 
 # How long a dead restorer's lock stops the redelivery of unacked tasks (kombu: 300 s).
@@ -113,6 +114,16 @@ def _declare_workers_role(**_: Any) -> None:
 
 signals.worker_init.connect(_declare_workers_role, weak=False)
 signals.worker_process_init.connect(_declare_workers_role, weak=False)
+
+
+def _worker_context(**_: Any) -> None:
+    """Each worker process builds its tasks' context once (:mod:`.context`): settings read
+    once, adapters opened on first use and kept, never per task."""
+    context.install()
+
+
+signals.worker_init.connect(_worker_context, weak=False)
+signals.worker_process_init.connect(_worker_context, weak=False)
 
 
 def _trace_worker(**_: Any) -> None:

@@ -41,10 +41,10 @@ def stamped(settings: Settings, payload: dict[str, Any]) -> dict[str, Any]:
     return {**payload, DEPLOYMENT: deployment(settings)}
 
 
-def mismatch(settings: Settings, payload: dict[str, Any]) -> str | None:
-    """None when this worker may run the task; else a reason naming both deployments. A task
-    without a deployment (sent by a version before it was added) is accepted."""
-    planned = payload.get(DEPLOYMENT)
+def mismatch(settings: Settings, planned: Any) -> str | None:
+    """None when this worker may run a task stamped ``planned`` (its payload's deployment);
+    else a reason naming both deployments. A task without a deployment (``None``: sent by a
+    version before it was added) is accepted."""
     own = deployment(settings)
     if planned is None or planned == own:
         return None

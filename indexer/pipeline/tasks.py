@@ -29,7 +29,6 @@ from typing import Any, NoReturn
 from celery import Task
 from celery.exceptions import Ignore
 
-from indexer.adapters import factories
 from indexer.adapters.errors import classify
 from indexer.core.errors import ConfigurationError, ErrorKind
 from indexer.core.plan import MessageRef
@@ -37,42 +36,30 @@ from indexer.core.retry import backoff_seconds
 from indexer.core.task_payload import TaskPayload
 from indexer.logs import celery_json_logs
 from indexer.metrics import CONFIG_ERRORS, MESSAGES, REWRITTEN, STALLED
+from indexer.pipeline import context
 from indexer.pipeline.celery_app import app
-from indexer.pipeline.deployment import (
-    REFUSE_WINDOW_S,
-    REFUSED_SINCE,
-    REQUEUE_DELAY_S,
-    log_refusal,
-    mismatch,
-)
+from indexer.pipeline.deployment import REFUSE_WINDOW_S, REQUEUE_DELAY_S, log_refusal, mismatch
+from indexer.pipeline.envelope import Envelope
 from indexer.pipeline.sync import Outcome, sync_fulltext
 from indexer.pipeline.vector_sync import sync_vector_targets
-from indexer.settings import get_settings
 
 log = logging.getLogger(__name__)
 celery_json_logs()
 
-FIRST_FAILURE = "first_failure"  # payload key: when this batch first failed (epoch seconds)
 ENGINE_OF = {"fulltext": "opensearch", "vectors": "qdrant"}  # the sink each stage writes
 
 
-def _refs(payload: dict[str, Any]) -> list[MessageRef]:
-    return list(TaskPayload.from_json(payload).messages)
-
-
-def _task_payload_of(ref: MessageRef, payload: dict[str, Any]) -> dict[str, Any]:
+def _task_payload_of(ref: MessageRef) -> dict[str, Any]:
     """What a redrive resends for one message: its ref only. Participant refs are left out
     (their keys hold addresses); the resent task re-reads the message and its stored
     participants."""
-    del payload
     return TaskPayload.of([ref]).to_json()
 
 
 def _finish(
-    stage: str, outcome: Outcome, refs: list[MessageRef], payload: dict[str, Any],
-    seconds: float = 0.0,
+    stage: str, outcome: Outcome, refs: list[MessageRef], seconds: float = 0.0,
 ) -> dict[str, Any]:
-    dlq = factories.dead_letters(get_settings())
+    dlq = context.current().dead_letters
     MESSAGES.labels(stage, "applied").inc(len(outcome.applied))
     MESSAGES.labels(stage, "dead_lettered").inc(len(outcome.poison))
     REWRITTEN.labels(stage).inc(outcome.rewritten)
@@ -80,7 +67,7 @@ def _finish(
         dlq.add(
             stage=stage,
             reason=reason,
-            payload=_task_payload_of(ref, payload),
+            payload=_task_payload_of(ref),
             mailbox_id=ref.mailbox_id,
         )
     return {
@@ -94,45 +81,43 @@ def _finish(
     }
 
 
-def _refuse(
-    task: Task, stage: str, payload: dict[str, Any], refs: list[MessageRef], reason: str
-) -> dict[str, Any]:
+def _refuse(task: Task, stage: str, envelope: Envelope, reason: str) -> dict[str, Any]:
     """Another deployment's task: back on its queue under the same id (so its sender gets
     the real result), or — refused for too long — dead-lettered naming both deployments."""
     log_refusal(reason)
-    since = float(payload.get(REFUSED_SINCE) or time.time())
+    since = envelope.refused_since or time.time()
+    refs = envelope.messages
     if time.time() - since >= REFUSE_WINDOW_S:
-        return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
+        return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs)
     queue = (task.request.delivery_info or {}).get("routing_key")
     # Wait here, then publish for immediate delivery: a worker already blocked on the queue
     # (Redis serves the longest-waiting one) takes it. A countdown would instead hand it, as
     # an ETA task, to whichever worker polls first, and two workers of two deployments could
     # pass each other's tasks back and forth for ever.
     time.sleep(random.uniform(0.5, 1.5) * REQUEUE_DELAY_S)
-    task.apply_async(args=[{**payload, REFUSED_SINCE: since}], task_id=task.request.id,
-                     queue=queue)
+    task.apply_async(args=[envelope.refused(since)], task_id=task.request.id, queue=queue)
     raise Ignore()
 
 
 def _run(
-    task: Task, stage: str, payload: dict[str, Any], work: Callable[[], Outcome]
+    task: Task, stage: str, envelope: Envelope, work: Callable[[], Outcome]
 ) -> dict[str, Any]:
-    refs = _refs(payload)
-    settings = get_settings()
-    refused = mismatch(settings, payload)
+    refs = envelope.messages
+    settings = context.current().settings
+    refused = mismatch(settings, envelope.deployment)
     if refused:
-        return _refuse(task, stage, payload, refs, refused)
+        return _refuse(task, stage, envelope, refused)
     started = time.perf_counter()
     try:
         outcome = work()
         STALLED.labels(ENGINE_OF.get(stage, stage)).set(0)  # its engine accepts us (again)
-        return _finish(stage, outcome, refs, payload, time.perf_counter() - started)
+        return _finish(stage, outcome, refs, time.perf_counter() - started)
     except Exception as exc:
         kind = classify(exc)
         if kind is ErrorKind.CONFIG:
-            _stall(task, stage, payload, exc)
+            _stall(task, stage, envelope, exc)
         transient = kind is ErrorKind.TRANSIENT
-        first_failure = float(payload.get(FIRST_FAILURE) or time.time())
+        first_failure = envelope.first_failure or time.time()
         if kind is not ErrorKind.POISON and (
             time.time() - first_failure < settings.transient_retry_budget_s
             if transient
@@ -143,31 +128,31 @@ def _run(
             log.warning(
                 "%s batch failed (%s), retry in %.1fs: %s", stage, type(exc).__name__, delay, exc
             )
-            again = {**payload, FIRST_FAILURE: first_failure}
+            again = envelope.retried(first_failure)
             raise task.retry(args=(again,), exc=exc, countdown=delay) from exc
         reason = f"gave up after {task.request.retries} retries ({kind}): {exc}"
-        return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs, payload)
+        return _finish(stage, Outcome(poison=dict.fromkeys(refs, reason)), refs)
 
 
-def _stall(task: Task, stage: str, payload: dict[str, Any], exc: Exception) -> NoReturn:
+def _stall(task: Task, stage: str, envelope: Envelope, exc: Exception) -> NoReturn:
     """Retry a batch an engine refused the sidecar for, with backoff and no deadline.
 
     The transient budget's clock is dropped: time spent waiting for an operator is not an
     outage, and a real outage after the fix gets its full budget.
     """
-    settings = get_settings()
+    settings = context.current().settings
     component = (
         exc.component if isinstance(exc, ConfigurationError) else ENGINE_OF.get(stage, stage)
     )
     delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
     CONFIG_ERRORS.labels(component).inc()
     STALLED.labels(component).set(1)
-    MESSAGES.labels(stage, "retried").inc(len(_refs(payload)))
+    MESSAGES.labels(stage, "retried").inc(len(envelope.messages))
     log.error(
         "%s batch stalled, not dead-lettered (attempt %d, retry in %.1fs): %s",
         stage, task.request.retries + 1, delay, exc,
     )
-    again = {k: v for k, v in payload.items() if k != FIRST_FAILURE}
+    again = envelope.retried(None)  # the budget's clock dropped: no outage
     raise task.retry(args=(again,), exc=exc, countdown=delay) from exc
 
 
@@ -175,16 +160,15 @@ def _stall(task: Task, stage: str, payload: dict[str, Any], exc: Exception) -> N
           max_retries=None)
 def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages (and participant items) into the full-text index."""
-    settings = get_settings()
-    task = TaskPayload.from_json(payload)
+    ctx, envelope = context.current(), Envelope.of(payload)
+    task = envelope.task
     return _run(
         self,
         "fulltext",
-        payload,
+        envelope,
         lambda: sync_fulltext(
-            factories.store(settings), factories.fulltext_index(settings),
-            list(task.messages), list(task.participants),
-            eventual=task.first_read_eventual(settings.first_read),
+            ctx.store, ctx.fulltext, list(task.messages), list(task.participants),
+            eventual=task.first_read_eventual(ctx.settings.first_read),
         ),
     )
 
@@ -193,12 +177,12 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
           max_retries=None)
 def vectors(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Sync a batch of messages into the vector index (embedding only unseen text)."""
-    settings = get_settings()
-    task = TaskPayload.from_json(payload)
+    ctx, envelope = context.current(), Envelope.of(payload)
+    task = envelope.task
     return _run(
         self,
         "vectors",
-        payload,
-        lambda: sync_vector_targets(settings, list(task.messages),
-                                    eventual=task.first_read_eventual(settings.first_read)),
+        envelope,
+        lambda: sync_vector_targets(ctx.settings, list(task.messages),
+                                    eventual=task.first_read_eventual(ctx.settings.first_read)),
     )

@@ -15,7 +15,8 @@ from botocore.exceptions import ClientError, EndpointConnectionError
 from indexer.adapters.dynamodb.state import Lease, ShardCheckpoint
 from indexer.core.export_window import iso
 from indexer.metrics import GAPS
-from indexer.sources.tail.loop import StreamTailer, TailOptions
+from indexer.sources.tail.loop import StreamTailer
+from indexer.sources.tail.state import TailOptions
 
 ARN = "arn:aws:dynamodb:us-east-1:0:table/t/stream/x"
 
@@ -561,7 +562,7 @@ def test_tail_command_exits_non_zero_after_a_gap(monkeypatch: pytest.MonkeyPatch
     from typer.testing import CliRunner
 
     from indexer.cli import tail_cmds
-    from indexer.sources.tail.positions import Gap
+    from indexer.sources.tail.state import Gap
 
     seen: dict[str, Any] = {}
 

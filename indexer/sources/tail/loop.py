@@ -8,51 +8,27 @@ from __future__ import annotations
 
 import logging
 import threading
-import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from indexer.adapters.aws.io import error_code
 from indexer.adapters.aws.streams import StreamReader
 from indexer.adapters.dynamodb.state import Lease, ShardCheckpoint
-from indexer.sources.tail.positions import Gap, PositionKeeping, ShardPositions
-from indexer.sources.tail.shards import PAGE_LIMIT, Shard, ShardReading, is_transient
-from indexer.sources.tail.sweeps import Sink, Sweep, SweepsInFlight
+from indexer.sources.tail.positions import PositionKeeping
+from indexer.sources.tail.shards import ShardReading, is_transient
+from indexer.sources.tail.state import (
+    Gap,
+    Shard,
+    ShardPositions,
+    Sink,
+    Sweep,
+    TailOptions,
+)
+from indexer.sources.tail.sweeps import SweepsInFlight
 
 log = logging.getLogger("indexer.sources.tail")
 
-StartAt = Literal["trim_horizon", "latest"]
-
-
-@dataclass
-class TailOptions:
-    start_at: StartAt = "trim_horizon"
-    discover_every_s: float = 1.0
-    # A shard whose last page was empty is read again ``idle_s`` later: with the sweep gap,
-    # a shard is read at most 4 times a second, as a Lambda event-source mapping polls it
-    # (``sidecar tail`` doubles both for a reader of one stage: two readers share a shard).
-    idle_s: float = 0.25
-    apply_timeout_s: float = 900.0
-    backoff_base_s: float = 0.5
-    backoff_cap_s: float = 30.0
-    renew_every_s: float = 3.0
-    reader: str = "all"  # which stage(s) this reader applies: labels its lag metric
-    # Records sent and not yet answered in both indexes while the next sweeps are read
-    # (design invariant 5: full text never waits behind embedding); past it, the tailer waits
-    # for the oldest sweep, so the queues hold about one page of records (a larger sweep is
-    # sent whole). 0: each sweep applied before the next is read. Counted in records, not
-    # batches: at a trickle each sweep is a batch of one or two messages.
-    in_flight: int = PAGE_LIMIT
-    # ... and batches: at most about one page of batches in the queues however small the
-    # sweeps (``sidecar tail`` sets PAGE_LIMIT // SIDECAR_BATCH_MESSAGES + 1).
-    in_flight_batches: int = PAGE_LIMIT // 64 + 1
-    # After a sweep is sent, the next is read ``sweep_gap_s`` later at the earliest: records
-    # arriving meanwhile make one batch instead of a queue of small tasks, each waiting for
-    # the one before (and a shard is read at most 4 times a second, as Lambda polls it).
-    sweep_gap_s: float = 0.25
-    clock: Callable[[], float] = field(default=time.monotonic)
 
 
 class StreamTailer(ShardReading, SweepsInFlight, PositionKeeping):

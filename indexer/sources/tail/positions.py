@@ -12,44 +12,13 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
 
 from indexer.adapters.aws.streams import portable
 from indexer.adapters.dynamodb.state import ShardCheckpoint
-from indexer.core.export_window import gap_command
 from indexer.metrics import GAPS, STREAM_LAG
-from indexer.sources.tail.state import TailerState
-
-if TYPE_CHECKING:
-    from indexer.sources.tail.shards import Page, Shard
+from indexer.sources.tail.state import Gap, Page, Shard, ShardPositions, TailerState
 
 log = logging.getLogger("indexer.sources.tail")
-
-
-class ShardPositions(Protocol):
-    """Where shard positions live: :class:`indexer.adapters.dynamodb.state.ShardCheckpointStore`."""
-
-    def load(self) -> dict[str, ShardCheckpoint]: ...
-    def save(self, checkpoint: ShardCheckpoint) -> None: ...
-
-
-@dataclass(frozen=True, slots=True)
-class Gap:
-    """Records of ``shard_id`` after ``sequence`` (None: from its start) were never read;
-    ``since`` is when the last applied record was written (None: unknown), ``seen`` when the
-    gap was found (epoch seconds): the window the repair export covers."""
-
-    shard_id: str
-    sequence: str | None
-    reason: str
-    since: int | None = None
-    seen: int = 0
-
-    @property
-    def repair(self) -> str:
-        """The one command that replays the gap (an incremental export of its window)."""
-        return gap_command(self.since, self.seen)
 
 
 READERS = ("fulltext", "vectors")

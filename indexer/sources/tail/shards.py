@@ -9,7 +9,6 @@ with jitter and never end the reader; an expired iterator is re-acquired from th
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
 from typing import Any
 
 from indexer.adapters.aws.io import error_code
@@ -18,36 +17,10 @@ from indexer.adapters.errors import classify
 from indexer.core.errors import ErrorKind
 from indexer.core.retry import backoff_seconds
 from indexer.metrics import STREAM_LAG
-from indexer.sources.tail.state import TailerState
+from indexer.sources.tail.state import PAGE_LIMIT, Page, Shard, TailerState
 
 log = logging.getLogger("indexer.sources.tail")
 
-PAGE_LIMIT = 1000
-
-
-@dataclass(slots=True)
-class Page:
-    records: list[dict[str, Any]]
-    next_iterator: str | None
-    count: int = -1  # records read; -1: len(records) (a page in flight keeps only its last)
-
-    def size(self) -> int:
-        return len(self.records) if self.count < 0 else self.count
-
-
-@dataclass(slots=True)
-class Shard:
-    shard_id: str
-    parent_id: str | None
-    checkpoint: ShardCheckpoint
-    start: str = "TRIM_HORIZON"  # used only without a checkpoint
-    iterator: str | None = None
-    pending: Page | None = None  # read but not yet applied: retried as is, never re-read
-    position: str | None = None  # last sequence read (ahead of the checkpoint while in flight)
-    read_all: bool = False  # its last page is in flight: nothing more to read
-    attempt: int = 0
-    not_before: float = 0.0
-    trimmed: bool = False  # the checkpointed position expired: go on from the oldest record
 
 
 def is_transient(exc: BaseException) -> bool:

@@ -6,36 +6,12 @@ embedding), up to ``in_flight`` records; they are committed oldest first once an
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Protocol
 
 from indexer.adapters.aws.streams import portable
 from indexer.core.records import RawRecord
-from indexer.sources.tail.state import TailerState
-
-if TYPE_CHECKING:
-    from indexer.sources.tail.shards import Page, Shard
+from indexer.sources.tail.state import Shard, Sink, TailerState
 
 log = logging.getLogger("indexer.sources.tail")
-
-
-class Sink(Protocol):
-    """What a sweep is fed into: :class:`indexer.pipeline.ingest.Ingestor`."""
-
-    def feed_together(self, items: list[RawRecord]) -> None: ...
-    def wait(self, timeout_s: float = ...) -> Any: ...
-    def done(self) -> bool: ...
-    def batches(self) -> int: ...
-
-
-@dataclass(slots=True)
-class Sweep:
-    """Pages applied together and in flight until their last tasks (vectors) answer; the
-    sink is None for a sweep of empty pages (nothing to wait for, only positions)."""
-
-    sink: Sink | None
-    pages: list[tuple[Shard, Page]]
-    sent_at: float = 0.0
 
 
 class SweepsInFlight(TailerState):

@@ -66,7 +66,7 @@ from indexer.pipeline.ingest import IngestSummary
 from indexer.settings import Settings
 from indexer.sources.backfill import BackfillSummary, backfill_export
 from indexer.sources.scan import backfill_scan
-from indexer.sources.tail.shards import PAGE_LIMIT
+from indexer.sources.tail.state import PAGE_LIMIT
 from sidecar_tools.bench.cost_worker import InProcessWorker, instrumented
 from sidecar_tools.bench.meter import Meter, item_size, read_units, write_units
 from sidecar_tools.bench.namespaces import own_namespace
