@@ -5,9 +5,10 @@ Why it is shaped this way:
   log stores and people comparing two hosts' lines need both.
 - Every library's output goes through the same formatter, or a line-oriented collector sees
   plain text between the JSON: uvicorn's default logging configuration and Celery's handlers
-  are given this formatter; transformers' and huggingface_hub's loggers keep no handler of their
-  own (they propagate to ours); tqdm's progress bars (the model's "Loading weights" bar) are
-  switched off, since a bar is not a log line.
+  (:mod:`indexer.pipeline.celery_logs`) are given this formatter; transformers' and
+  huggingface_hub's loggers keep no handler of their own (they propagate to ours); tqdm's
+  progress bars (the model's "Loading weights" bar) are switched off, since a bar is not a log
+  line.
 - The level is the operator's choice for every command: ``SIDECAR_LOG_LEVEL`` (or
   ``sidecar --log-level``, which sets it for the process and its children) wins over a
   command's own default.
@@ -15,7 +16,7 @@ Why it is shaped this way:
   careless ``extra=`` never writes a credential.
 - Lines say what they belong to without every call passing it: :func:`context` binds fields
   (the API's ``request_id``) to the current thread or task; a Celery task's lines carry
-  ``task_id``/``task_name`` (as Celery's own task formatter would have added them); with
+  ``task_id``/``task_name`` (:mod:`indexer.pipeline.celery_logs`); with
   OpenTelemetry on, ``trace_id``/``span_id`` of the current span (:func:`add_fields_source`).
 """
 
@@ -26,9 +27,8 @@ import logging
 import os
 import re
 import sys
-import time
 from collections.abc import Callable, Iterator, Mapping
-from contextlib import contextmanager, suppress
+from contextlib import contextmanager
 from contextvars import ContextVar
 from datetime import UTC, datetime
 from typing import Any
@@ -199,84 +199,6 @@ def refuse(problem: str) -> None:
         return
     configure_unless_configured(logging.WARNING)
     logging.getLogger("sidecar").error("error: %s", problem)
-
-
-def celery_json_logs() -> None:
-    """Make Celery workers log JSON lines too: reformat the handlers Celery installs, at the
-    operator's level when one is set (``sidecar worker`` passes Celery its own ``-l``).
-
-    Connected when the tasks module is imported, which a worker does before it sets up logging
-    and before any model is loaded.
-    """
-    from celery.signals import after_setup_logger, after_setup_task_logger
-
-    quiet_libraries()
-    add_fields_source(_celery_task_fields)
-
-    def reformat(logger: logging.Logger | None = None, **_: Any) -> None:
-        for handler in logger.handlers if logger is not None else ():
-            handler.setFormatter(JsonFormatter())
-            if not any(isinstance(f, _TaskLineFields) for f in handler.filters):
-                handler.addFilter(_TaskLineFields())
-        level = chosen_level()
-        if logger is not None and level is not None:
-            logger.setLevel(level)
-
-    after_setup_logger.connect(reformat, weak=False)
-    after_setup_task_logger.connect(reformat, weak=False)
-
-
-def celery_worker_logs(level: int = logging.WARNING) -> None:
-    """A Celery worker process's own output as JSON lines, from its first line: called when
-    the app module is imported by ``celery worker``, before Celery checks its privileges
-    (whose ``SecurityWarning`` as root was plain text) and sets up logging (it then keeps our
-    handler on the root logger, :func:`celery_json_logs` adds the task fields). What Celery
-    writes straight to the stream from its signal handlers ("worker: Warm shutdown") becomes a
-    JSON line too."""
-    configure_unless_configured(level)
-    celery_json_logs()
-    for handler in logging.getLogger().handlers:
-        handler.addFilter(_TaskLineFields())
-    celery_says_json()
-
-
-def celery_says_json() -> None:
-    """What Celery's worker writes straight to the stream from its signal handlers ("worker:
-    Warm shutdown"), as a JSON line: ``celery.apps.worker.safe_say`` replaced. Still one
-    ``os.write`` and no lock (it runs in signal handlers); an error writing it is ignored, as
-    Celery does."""
-    import celery.apps.worker
-
-    def say(msg: str, f: Any = sys.__stderr__) -> None:
-        line = json.dumps({"time": timestamp(time.time()), "level": "info",
-                           "logger": "celery.apps.worker", "message": str(msg).strip()})
-        with suppress(OSError, AttributeError, ValueError):
-            os.write(f.fileno(), f"{line}\n".encode())
-
-    celery.apps.worker.safe_say = say
-
-
-def _celery_task_fields() -> dict[str, Any]:
-    """``task_id``/``task_name`` of the task this worker process runs now, if any (what
-    Celery's ``TaskFormatter`` added, which our formatter replaces)."""
-    from celery._state import get_current_task
-
-    task = get_current_task()  # None outside a task
-    request = getattr(task, "request", None) if task is not None else None
-    task_id = getattr(request, "id", None)
-    return {"task_id": task_id, "task_name": task.name} if task_id and task else {}
-
-
-class _TaskLineFields(logging.Filter):
-    """Celery's worker lines about a task ("Task x[id] received", "... succeeded in 0.1s")
-    carry it in their arguments, logged outside the task's run: the same two fields."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        args = record.args
-        if isinstance(args, Mapping) and "id" in args and "name" in args:
-            record.__dict__.setdefault("task_id", str(args["id"]))
-            record.__dict__.setdefault("task_name", str(args["name"]))
-        return True
 
 
 def configure_lambda(level: int = logging.INFO) -> None:

@@ -20,10 +20,10 @@ from typing import Any
 
 from celery import Celery, signals
 
-from indexer import logs, otel
+from indexer import otel
 from indexer.adapters import broker
 from indexer.adapters.aws import audit as aws_audit
-from indexer.pipeline import context
+from indexer.pipeline import celery_logs, context
 from indexer.settings import Settings, get_settings
 
 # How long a dead restorer's lock stops the redelivery of unacked tasks (kombu: 300 s).
@@ -100,7 +100,7 @@ def started_as_worker(argv: list[str]) -> bool:
 
 
 if started_as_worker(sys.argv):  # before Celery writes anything: JSON lines from the first
-    logs.celery_worker_logs()
+    celery_logs.celery_worker_logs()
 
 app = Celery("sidecar", include=["indexer.pipeline.tasks", "indexer.pipeline.vector_admin"])
 configure(app, get_settings())

@@ -30,10 +30,10 @@ def consume_vectors(settings: Settings) -> None:
     the API process owns the store, so it is also its only writer. Quiet (``-q``: no ASCII
     banner on the API's stdout) and its shutdown notice a JSON line: the API's output stays
     JSON lines only."""
-    from indexer import logs
+    from indexer.pipeline import celery_logs
     from indexer.pipeline.celery_app import app
 
-    logs.celery_says_json()
+    celery_logs.celery_says_json()
     app.worker_main(
         [
             "-q",

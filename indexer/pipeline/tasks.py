@@ -34,10 +34,10 @@ from indexer.core.errors import ConfigurationError, ErrorKind
 from indexer.core.plan import MessageRef
 from indexer.core.retry import backoff_seconds
 from indexer.core.task_payload import TaskPayload
-from indexer.logs import celery_json_logs
 from indexer.metrics import CONFIG_ERRORS, MESSAGES, REWRITTEN, STALLED
 from indexer.pipeline import context
 from indexer.pipeline.celery_app import app
+from indexer.pipeline.celery_logs import celery_json_logs
 from indexer.pipeline.deployment import REFUSE_WINDOW_S, REQUEUE_DELAY_S, log_refusal, mismatch
 from indexer.pipeline.envelope import Envelope
 from indexer.pipeline.sync import Outcome, sync_fulltext

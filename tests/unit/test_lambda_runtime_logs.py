@@ -162,3 +162,13 @@ def test_text_log_format_still_writes_the_sidecars_json(
     assert entry["level"] == "info" and entry["aws_request_id"] == REQUEST_ID
     assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{3}\+00:00", entry["time"])
     assert [line for line in output.splitlines() if line.strip()] == []
+
+
+def test_the_runtime_tested_is_the_one_the_lambda_image_installs() -> None:
+    """The dev group's awslambdaric (what the tests above start) is the Lambda image's pin."""
+    from importlib.metadata import version
+
+    dockerfile = (ROOT / "deploy" / "cdk" / "lambda" / "Dockerfile").read_text()
+    pinned = re.search(r"awslambdaric==([0-9][0-9.]*)", dockerfile)
+    assert pinned is not None, "deploy/cdk/lambda/Dockerfile pins no awslambdaric"
+    assert version("awslambdaric") == pinned.group(1)
