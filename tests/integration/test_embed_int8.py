@@ -18,6 +18,7 @@ import gzip
 import json
 import os
 import threading
+from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -54,11 +55,18 @@ def _forai(n: int) -> tuple[list[str], list[str]]:
 
 
 def test_the_int8_graph_is_cached_beside_the_float32_one() -> None:
+    import onnx
+
     int8, fp32 = onnx_graph("#int8"), onnx_graph("")
     assert int8.is_file() and int8.parent == fp32.parent
     assert int8.name.startswith(fp32.stem + "-int8-")
-    # int8 weights but the word embeddings and the feed-forward output projections
-    assert int8.stat().st_size < 0.8 * fp32.stat().st_size
+    ops = Counter(node.op_type for node in onnx.load(str(int8)).graph.node)
+    # every layer's Q/K/V projections and its three other MatMuls in int8 (MatMulInteger)...
+    assert (ops["QAttention"], ops["MatMulInteger"]) == (6, 18), ops
+    # ...but the [CLS] position's feed-forward block: float32 MatMuls on their own slice
+    assert (ops["MatMul"], ops["Slice"], ops["Concat"]) == (12, 12, 6), ops
+    # and no SkipLayerNormalization (slower than Add + LayerNormalization on the CPU)
+    assert ops["SkipLayerNormalization"] == 0 and ops["LayerNormalization"] == 12, ops
 
 
 @pytest.mark.slow

@@ -17,7 +17,7 @@ linux-mips texts bfloat16 was ~1.8x faster with every vector within cosine 0.999
 (docs/results/runs/2026-11-30-encoders-bf16.md); vectors are re-normalised in float32 either way, so
 a collection may mix vectors of both precisions. The onnx runtime runs float32 (``auto`` is
 float32 there) or, with ``SIDECAR_EMBED_PRECISION=int8``, the int8 graph made from the same
-weights (:func:`indexer.adapters.embedding.onnx_export.quantize`). int8 vectors are *not*
+weights (:func:`indexer.adapters.embedding.onnx_quantize.quantize`). int8 vectors are *not*
 interchangeable
 with float32 ones: the precision is part of the encoder's spec (``<model>#int8``) and of the
 collection's name (``-int8``), so switching is a ``sidecar reindex --vectors``.
@@ -119,18 +119,18 @@ def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = Fa
     where this environment can (torch: the dev environment, the image's build stage). A
     ``#int8`` spec: the int8 graph, quantized from the float32 one (exported first if
     needed) where ``onnx`` is installed, and cached beside it, so it is made once."""
-    from indexer.adapters.embedding import onnx_export
+    from indexer.adapters.embedding import onnx_export, onnx_quantize
     from indexer.adapters.embedding.onnx_encoder import graph_path, layout
 
     info = model_info(spec)
     base = split_precision(spec)[0]
     graph = graph_path(info, onnx_dir, info.precision)
     if info.precision == "int8":
-        if (force or not graph.is_file()) and onnx_export.can_quantize():
+        if (force or not graph.is_file()) and onnx_quantize.can_quantize():
             fp32 = onnx_graph(base, onnx_dir)  # forced by the caller if wanted
             if fp32.is_file():
-                onnx_export.quantize(fp32, layout(info).transformer,
-                                     info.max_seq_length or 512, graph)
+                onnx_quantize.quantize(fp32, layout(info).transformer,
+                                       info.max_seq_length or 512, graph)
         return graph
     if (force or not graph.is_file()) and onnx_export.can_export():
         onnx_export.export(layout(info).transformer, info.max_seq_length or 512, graph)
@@ -154,7 +154,7 @@ def encoder_problem(runtime: str, spec: str, onnx_dir: Path | None) -> str | Non
                 f"'mail-search-sidecar[{extra}]' ({', '.join(missing)} not installed)")
     if runtime == "torch":
         return None
-    from indexer.adapters.embedding import onnx_export
+    from indexer.adapters.embedding import onnx_export, onnx_quantize
     from indexer.adapters.embedding.onnx_encoder import OnnxUnsupported, graph_path
 
     try:
@@ -166,7 +166,7 @@ def encoder_problem(runtime: str, spec: str, onnx_dir: Path | None) -> str | Non
     if graph.is_file():
         return None
     if info.precision == "int8":
-        if onnx_export.can_quantize() and (fp32.is_file() or onnx_export.can_export()):
+        if onnx_quantize.can_quantize() and (fp32.is_file() or onnx_export.can_export()):
             return None
         return (f"no int8 ONNX graph {graph}: run `sidecar export-onnx` where the [torch] "
                 "extra is installed and copy it there, or SIDECAR_EMBED_PRECISION=float32")

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from indexer.adapters.embedding.model_files import ModelInfo
+from indexer.adapters.embedding.onnx_quantize import DISABLED_OPTIMIZERS
 
 EXPORT_FORMAT = "1"  # part of the fingerprint: bump when the exported graph's contract changes
 WEIGHT_FILES = ("model.safetensors", "pytorch_model.bin")
@@ -139,10 +140,10 @@ def default_onnx_dir() -> Path:
 def graph_path(info: ModelInfo, onnx_dir: Path | None, precision: str = "float32") -> Path:
     """Where the graph of ``info``'s weights is (or is to be exported to). The int8 graph is
     cached beside the float32 one it is made from, named by the same fingerprint and the
-    quantization recipe (:data:`indexer.adapters.embedding.onnx_export.QUANT_RECIPE`): it is made
+    quantization recipe (:data:`indexer.adapters.embedding.onnx_quantize.QUANT_RECIPE`): it is made
     once
     per machine and recipe (tests and workers reuse it), and a changed recipe is a new file."""
-    from indexer.adapters.embedding.onnx_export import QUANT_RECIPE
+    from indexer.adapters.embedding.onnx_quantize import QUANT_RECIPE
 
     found = layout(info)
     stem = f"{info.base_slug}-{fingerprint(found.transformer)}"
@@ -222,7 +223,8 @@ class OnnxEncoder:
         options = ort.SessionOptions()
         options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
         self._session = ort.InferenceSession(
-            str(graph), options, providers=["CPUExecutionProvider"]
+            str(graph), options, providers=["CPUExecutionProvider"],
+            disabled_optimizers=DISABLED_OPTIMIZERS,  # slower here: onnx_quantize's docstring
         )
         self._inputs = [i.name for i in self._session.get_inputs()]
         self.dimension = int(self.encode(["dimension probe"], None).shape[1])

@@ -79,6 +79,8 @@ def bench_encoders(
     messages: Annotated[int, typer.Option(min=20, help="Messages whose forai is encoded.")] = 1000,
     json_out: Annotated[Path | None, typer.Option("--json", help="Write the rows here.")] = None,
     workdir: Annotated[Path, typer.Option(help="Cache (ONNX graphs).")] = Path(".sidecar/bench"),
+    short: Annotated[int, typer.Option(min=0, help="Also both precisions truncated to this "
+                                                   "many tokens (0: not).")] = 128,
 ) -> None:
     """The float32 ONNX encoder vs its int8 graph (and both at 128 tokens) on the corpus's
     forai texts, interleaved, with the retrieval gates of docs/encoder.md (recall@10, top-10
@@ -99,6 +101,7 @@ def bench_encoders(
         settings.embed_threads,
         settings.embed_batch_size,
         settings.embed_onnx_dir,
+        short,
     )
     console.print(f"encoding {len(texts)} texts with {len(found)} variants, interleaved")
     encoders.measure(found, texts, settings.batch_messages)
