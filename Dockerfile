@@ -60,7 +60,8 @@ RUN --mount=type=bind,target=/context mkdir -p /onnx && case ",$EXTRAS,$ONNX_FRO
       && uv pip install --python /tmp/export-env/bin/python --require-hashes -r /tmp/export.txt \
       && uv pip install --python /tmp/export-env/bin/python --no-deps /out/dist/*.whl \
       && HF_HUB_OFFLINE=1 /tmp/export-env/bin/python -c "from pathlib import Path; \
-from indexer.adapters.embedding.embedder import onnx_graph; print(onnx_graph('', Path('/onnx')))" \
+from indexer.adapters.embedding.embedder import onnx_graph; \
+print(onnx_graph('', Path('/onnx')), onnx_graph('#int8', Path('/onnx')))" \
       && rm -rf /tmp/export-env ;; esac
 
 FROM ${PYTHON_IMAGE}

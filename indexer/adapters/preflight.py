@@ -42,10 +42,13 @@ def encoder_missing(settings: Settings) -> str | None:
     ``SIDECAR_EMBED_RUNTIME``, which the base distribution does not install: without it, one
     line naming the extra (``[vectors]`` for onnx, ``[torch]``) instead of an ImportError in
     the middle of the first batch."""
-    from indexer.adapters.embedding.embedder import encoder_problem
+    from indexer.adapters.embedding.embedder import encoder_problem, with_precision
 
-    for spec in dict.fromkeys((settings.embed_model, *settings.embed_models)):
-        problem = encoder_problem(settings.embed_runtime, spec, settings.embed_onnx_dir)
-        if problem:
-            return problem
+    for model in dict.fromkeys((settings.embed_model, *settings.embed_models)):
+        # the configured precision's graph (int8 by default), and the float32 one a
+        # collection made before may still be written and searched with
+        for spec in dict.fromkeys((with_precision(model, settings.embed_precision), model)):
+            problem = encoder_problem(settings.embed_runtime, spec, settings.embed_onnx_dir)
+            if problem:
+                return problem
     return None

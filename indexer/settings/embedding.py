@@ -8,9 +8,9 @@ names); a component that needs only this group takes it.
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, model_validator
 
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
@@ -41,10 +41,10 @@ class EmbeddingSettings(BaseModel):
         "graph). Same vectors, so no reindex.",
     )
     embed_precision: Literal["int8", "float32"] = Field(
-        default="float32",
+        default="int8",
         description="onnx runtime: int8 = the int8 graph quantized from the same weights at "
-        "export (docs/encoder.md); named in the collection (-int8), so a change is a "
-        "`sidecar reindex --vectors`.",
+        "export (docs/encoder.md; float32 with SIDECAR_EMBED_RUNTIME=torch); named in the "
+        "collection (-int8), so a change is a `sidecar reindex --vectors`.",
     )
     embed_onnx_dir: Path | None = Field(
         default=None,
@@ -65,3 +65,14 @@ class EmbeddingSettings(BaseModel):
         description="The embedded text of a message (forai, or subject-forai: the stripped "
         "subject, a blank line, forai). Changing it is a `sidecar reindex --vectors`.",
     )
+
+    @model_validator(mode="before")
+    @classmethod
+    def _torch_embeds_float32(cls, data: Any) -> Any:
+        """int8 is the onnx runtime's int8 graph, which torch does not run: on
+        ``SIDECAR_EMBED_RUNTIME=torch`` the precision left unset is float32 (set to int8 there,
+        the encoder refuses it with a line saying so)."""
+        if (isinstance(data, dict) and data.get("embed_runtime") == "torch"
+                and data.get("embed_precision") is None):
+            return {**data, "embed_precision": "float32"}
+        return data

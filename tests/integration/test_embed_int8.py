@@ -17,15 +17,17 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import sys
 import threading
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import pytest
 
-from indexer.adapters.embedding.embedder import Embedder, onnx_graph
+from indexer.adapters.embedding.embedder import DOCUMENT_NICE, Embedder, onnx_graph
 from sidecar_tools.bench.encoders import (
     MAX_RECALL_DROP,
     MIN_COSINE,
@@ -143,3 +145,28 @@ def test_a_document_batch_waits_for_the_query_being_encoded() -> None:
         asked.result(timeout=30)
         assert len(batch.result(timeout=60)) == 8 and docs_started.is_set()
     query._session = gate.inner
+
+
+def _nice(tid: int) -> int:
+    """A thread's nice value, from /proc (field 19 of its stat line)."""
+    stat = (Path("/proc/self/task") / str(tid) / "stat").read_text(encoding="utf-8")
+    return int(stat.rsplit(")", 1)[1].split()[16])
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="per-thread nice is Linux's")
+def test_documents_encode_below_the_queries_priority() -> None:
+    """A query preempts a document batch already running: the documents' thread and the ONNX
+    Runtime threads of its session run at nice >= 10, the query path at the caller's."""
+    own = _nice(threading.get_native_id())
+    embedder = Embedder(max_tokens=128, threads=2, batch_size=8)
+    text = "a patch to the r4k cache flush"
+    assert embedder.embed([text]) and embedder.embed_query([text])
+    assert embedder._documents is not None
+    documents = embedder._documents.submit(threading.get_native_id).result()
+    assert _nice(documents) >= max(own, DOCUMENT_NICE)
+    # its session's own thread (2 intra-op threads: the caller and one of ONNX Runtime's)
+    niced = [t for t in os.listdir("/proc/self/task") if _nice(int(t)) >= DOCUMENT_NICE]
+    assert len(niced) >= 2, niced
+    assert _nice(threading.get_native_id()) == own  # the caller (the API's threads) keeps its
+    # the queries' own tokenization gives the vectors the documents' pooled one gives
+    assert np.allclose(embedder.embed_query([text]), embedder.embed([text]), atol=1e-6)

@@ -92,8 +92,9 @@ def ensure_base() -> None:
 
 
 def export_graph() -> None:
-    """The model's ONNX graph into build/onnx (ONNX_FROM=context), exported with the dev
-    environment's torch; a no-op (~1 s) when the graph of the locked weights is there."""
+    """The model's ONNX graphs (int8 and float32) into build/onnx (ONNX_FROM=context), exported
+    with the dev environment's torch; a no-op (~1 s) when the graphs of the locked weights are
+    there."""
     out = ROOT / "build" / "onnx"
     done = subprocess.run(
         [sys.executable, "-m", "indexer.cli.main", "export-onnx", "--out", str(out)],
@@ -101,9 +102,10 @@ def export_graph() -> None:
         env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert done.returncode == 0, done.stderr
-    graph = Path(done.stdout.strip().splitlines()[-1])
+    # the int8 graph (the default encoder's) and the float32 one, one path a line
+    graphs = {Path(line).resolve() for line in done.stdout.strip().splitlines()}
     for stale in out.glob("*.onnx"):  # other weights' graphs would only weigh on the image
-        if stale.resolve() != graph.resolve():
+        if stale.resolve() not in graphs:
             stale.unlink()
 
 

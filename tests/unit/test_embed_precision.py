@@ -51,6 +51,22 @@ def test_the_spec_carries_the_precision() -> None:
     assert model_info("").precision == "float32"
 
 
+def test_int8_is_the_default_but_on_torch(monkeypatch: pytest.MonkeyPatch) -> None:
+    """int8 passes the retrieval gates (docs/encoder.md), so it is the default; torch runs no
+    int8 graph, so there the unset precision is float32, and an explicit int8 is refused."""
+    monkeypatch.delenv("SIDECAR_EMBED_PRECISION", raising=False)
+    monkeypatch.delenv("SIDECAR_EMBED_RUNTIME", raising=False)
+    assert Settings().embed_precision == "int8"
+    assert Settings(embed_runtime="torch").embed_precision == "float32"
+    monkeypatch.setenv("SIDECAR_EMBED_RUNTIME", "torch")
+    assert Settings().embed_precision == "float32"
+    monkeypatch.setenv("SIDECAR_EMBED_PRECISION", "int8")
+    assert Settings().embed_precision == "int8"
+    with pytest.raises(ModelError, match="onnx runtime's int8 graph"):
+        embedder_mod.Embedder(max_tokens=128, threads=1, batch_size=1, runtime="torch",
+                              model="#int8")
+
+
 def test_int8_collections_have_their_own_names() -> None:
     fp32 = VectorIndex(CLIENT, "mail", model_info("").slug, 384, "subject-forai")
     int8 = VectorIndex(CLIENT, "mail", model_info("#int8").slug, 384, "subject-forai")

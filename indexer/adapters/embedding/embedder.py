@@ -30,11 +30,14 @@ behind a batch of mail (the API and a vectors worker share one process in the Ed
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 import os
+import sys
 import threading
 import time
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -52,6 +55,12 @@ from indexer.adapters.embedding.model_files import (
     split_precision,
     with_precision,
 )
+from indexer.adapters.embedding.torch_encoder import (
+    DTYPES,
+    TorchEncoder,
+    native_bf16,
+    resolve_dtype,
+)
 from indexer.metrics import EMBED_BATCH, EMBED_SECONDS, EMBEDDED_TEXTS
 from indexer.settings import Settings
 
@@ -60,58 +69,21 @@ __all__ = [
     "encoder_problem", "model_catalog", "model_info", "native_bf16", "onnx_graph",
     "resolve_dtype", "with_precision",
 ]
-DTYPES = ("auto", "float32", "bfloat16")
 RUNTIMES = ("onnx", "torch")
+DOCUMENT_NICE = 10  # the least nice value document encoding runs at (queries keep theirs)
 
 
-def native_bf16() -> bool:
-    """Whether this CPU computes bfloat16 matmuls natively (torch's own CPU probe)."""
-    import torch
-
-    probes = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
-    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in probes)
-
-
-def resolve_dtype(dtype: str) -> str:
-    """``auto`` → ``bfloat16`` on a CPU with native bfloat16, else ``float32``."""
-    if dtype not in DTYPES:
-        raise ValueError(f"embed dtype must be one of {', '.join(DTYPES)}, not {dtype!r}")
-    if dtype == "auto":
-        return "bfloat16" if native_bf16() else "float32"
-    return dtype
-
-
-class _TorchEncoder:
-    """sentence-transformers on torch (``SIDECAR_EMBED_RUNTIME=torch``): any model it loads,
-    on any device; bfloat16 where the CPU computes it natively."""
-
-    def __init__(self, info: ModelInfo, *, max_tokens: int, threads: int, batch_size: int,
-                 dtype: str, device: str) -> None:
-        os.environ["HF_HUB_OFFLINE"] = "1"
-        os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
-        import torch
-        from sentence_transformers import SentenceTransformer
-
-        torch.set_num_threads(threads)
-        self._model: Any = SentenceTransformer(str(info.path), device=device,
-                                               local_files_only=True)
-        # never past what the model was trained for (its own max_seq_length)
-        self._model.max_seq_length = min(max_tokens, info.max_seq_length or max_tokens)
-        # bfloat16 is chosen for CPUs that compute it natively; other devices keep float32
-        self.dtype = resolve_dtype(dtype) if device == "cpu" else (
-            "float32" if dtype == "auto" else dtype)
-        if self.dtype == "bfloat16":
-            self._model.to(torch.bfloat16)
-        self.batch_size = batch_size
-        size = (getattr(self._model, "get_embedding_dimension", None)
-                or self._model.get_sentence_embedding_dimension)
-        self.dimension = int(size() or info.dimension)
-
-    def encode(self, texts: list[str], prompt: str | None) -> Any:
-        return self._model.encode(
-            texts, prompt=prompt, batch_size=self.batch_size, normalize_embeddings=True,
-            convert_to_numpy=True, show_progress_bar=False,
-        )
+def _below_queries() -> None:
+    """The documents' thread, and the ONNX Runtime threads it creates (Linux threads inherit
+    their creator's nice value), at nice :data:`DOCUMENT_NICE` at least: a query's pass then
+    preempts a document batch already running, on the same cores, instead of sharing them
+    with it (waiting between batches alone left query p99 at 233 ms under document load,
+    docs/encoder.md). Per thread, so the API's threads in the same process keep theirs."""
+    if sys.platform.startswith("linux"):
+        tid = threading.get_native_id()
+        with contextlib.suppress(OSError):  # not allowed: documents keep the process's nice
+            os.setpriority(os.PRIO_PROCESS, tid,
+                           max(DOCUMENT_NICE, os.getpriority(os.PRIO_PROCESS, tid)))
 
 
 def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = False) -> Path:
@@ -198,17 +170,18 @@ class Embedder:
         self.info = model_info(model)
         self.runtime = runtime
         self.precision = self.info.precision
-        self._encoder: _TorchEncoder | Any
-        self._query_encoder: _TorchEncoder | Any
+        self._encoder: TorchEncoder | Any
+        self._query_encoder: TorchEncoder | Any
         # queries being encoded now: a document encoding waits for none before each batch
         self._queries = 0
         self._queries_done = threading.Condition()
         self._query_lock = threading.Lock()
+        self._documents: ThreadPoolExecutor | None = None  # torch: the caller's thread
         if runtime == "torch":
             if self.precision != "float32":
                 raise ModelError("int8 vectors come from the onnx runtime's int8 graph: "
                                  "SIDECAR_EMBED_PRECISION=float32 with SIDECAR_EMBED_RUNTIME=torch")
-            self._encoder = _TorchEncoder(self.info, max_tokens=max_tokens, threads=threads,
+            self._encoder = TorchEncoder(self.info, max_tokens=max_tokens, threads=threads,
                                           batch_size=batch_size, dtype=dtype, device=device)
             self._query_encoder = self._encoder
         elif runtime == "onnx":
@@ -218,9 +191,12 @@ class Embedder:
                 raise ModelError(f"the onnx runtime runs float32 on the CPU: device={device} "
                                  f"dtype={dtype} needs SIDECAR_EMBED_RUNTIME=torch")
             graph = onnx_graph(model, onnx_dir)
-            self._encoder = OnnxEncoder(
-                self.info, graph, max_tokens=max_tokens, threads=threads,
-                batch_size=batch_size, precision=self.precision)
+            # documents encode on a thread of their own, below the queries' priority; the
+            # session is made there so that its threads are made below too
+            self._documents = ThreadPoolExecutor(1, "document-encoder", _below_queries)
+            self._encoder = self._documents.submit(
+                OnnxEncoder, self.info, graph, max_tokens=max_tokens, threads=threads,
+                batch_size=batch_size, precision=self.precision).result()
             # the queries' own session: few threads, small batches (the API's micro-batches);
             # made on the first query (a vectors worker never needs it)
             self._query_encoder = None
@@ -228,7 +204,8 @@ class Embedder:
             def make_query_encoder() -> Any:
                 return OnnxEncoder(self.info, graph, max_tokens=max_tokens,
                                    threads=min(query_threads, threads),
-                                   batch_size=min(batch_size, 32), precision=self.precision)
+                                   batch_size=min(batch_size, 32), precision=self.precision,
+                                   pooled_tokenizer=False)
 
             self._make_query_encoder: Callable[[], Any] = make_query_encoder
         else:
@@ -241,7 +218,8 @@ class Embedder:
 
     def embed(self, texts: Sequence[str]) -> list[list[float]]:
         """Document vectors (the model's document/passage prompt, when it defines one), one
-        batch at a time, each started only when no query is being encoded."""
+        batch at a time, each started only when no query is being encoded, on the documents'
+        thread (onnx: below the queries' priority, see :func:`_below_queries`)."""
         if not texts:
             return []
         started = time.perf_counter()
@@ -251,8 +229,11 @@ class Embedder:
         for start in range(0, len(texts), self.batch_size):
             chunk = order[start : start + self.batch_size]
             self._wait_for_queries()
-            vectors = self._encode(self._encoder, [texts[i] for i in chunk],
-                                   self.info.document_prompt)
+            batch = [texts[i] for i in chunk]
+            vectors = (self._encode(self._encoder, batch, self.info.document_prompt)
+                       if self._documents is None else self._documents.submit(
+                           self._encode, self._encoder, batch, self.info.document_prompt
+                       ).result())
             for i, vector in zip(chunk, vectors, strict=True):
                 rows[i] = vector
         self._observe(started, len(texts))
@@ -297,7 +278,7 @@ class Embedder:
             return []
         vectors = np.asarray(encoder.encode(list(texts), prompt), dtype=np.float32)
         vectors /= np.clip(np.linalg.norm(vectors, axis=1, keepdims=True), 1e-12, None)
-        return [list(map(float, row)) for row in vectors]
+        return vectors.tolist()  # type: ignore[no-any-return]  # in C: short GIL holds
 
     @staticmethod
     def _observe(started: float, count: int) -> None:

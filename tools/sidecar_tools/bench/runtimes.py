@@ -5,7 +5,8 @@ same run: on a shared 2-core machine, two runs an hour apart differ by more than
 do (docs/results/runs/2026-12-03-5000-runtimes.md). So the other runtime gets the same texts for
 its encoder limit and the same stream, workers and batch size for its pipeline, in a namespace
 of its own (no cached vectors, no documents of the first pipeline), and only ``embed_runtime``
-differs.
+differs (and with it the precision where the onnx side is int8, its default: torch runs
+float32).
 """
 
 from __future__ import annotations
@@ -69,8 +70,12 @@ def check(runtime: str, base: Settings) -> Runtime:
 
 
 def with_runtime(settings: Settings, runtime: Runtime) -> Settings:
-    """``settings`` on ``runtime``; the workers get it through the environment (``to_env``)."""
-    return settings.model_copy(update={"embed_runtime": runtime})
+    """``settings`` on ``runtime``; the workers get it through the environment (``to_env``).
+    torch runs float32 only (int8 is the onnx runtime's graph), as its settings default to."""
+    update: dict[str, str] = {"embed_runtime": runtime}
+    if runtime == "torch":
+        update["embed_precision"] = "float32"
+    return settings.model_copy(update=update)
 
 
 def embedder(settings: Settings, runtime: Runtime) -> Embedder:

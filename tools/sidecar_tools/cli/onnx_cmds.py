@@ -43,8 +43,8 @@ def export_onnx(
         fp32 = onnx_graph(spec, out or settings.embed_onnx_dir, force=force)
         int8 = onnx_graph(with_precision(spec, "int8"), out or settings.embed_onnx_dir,
                           force=force)
-        # the float32 graph (the default encoder's) is the last line, which scripts that take
-        # "the graph" read (tests/integration/test_image.py)
+        # one path a line, the float32 graph last (scripts that copy "the graphs" take every
+        # line: tests/integration/test_image.py)
         typer.echo(int8)
         typer.echo(fp32)
 
