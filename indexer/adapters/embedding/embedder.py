@@ -1,31 +1,30 @@
 """The Embedder port: this process's encoder, loaded once per process from a model on disk.
 
-Two runtimes behind one class, chosen by ``SIDECAR_EMBED_RUNTIME``: ``onnx`` (the default: ONNX
-Runtime and ``tokenizers`` on a graph exported from the model's weights, no torch — see
-:mod:`indexer.adapters.embedding.onnx_encoder`) and ``torch`` (sentence-transformers; any model it
-loads,
-GPUs through ``SIDECAR_EMBED_DEVICE``, bfloat16). Both give the same vectors (cosine >= 0.9999
-per text on 1,000 linux-mips texts, tests/integration/test_embed_runtimes.py), so a collection
-does not record which one wrote it. What is known of a model before loading it (dimension,
-prompts, slug) is in :mod:`indexer.adapters.embedding.model_files`, re-exported here. Weights are
-read
-offline (``HF_HUB_OFFLINE=1``, ``local_files_only``); nothing is ever fetched at run time.
+Two runtimes behind one class, chosen by ``SIDECAR_EMBED_RUNTIME``: ``onnx`` (the default:
+ONNX Runtime and ``tokenizers`` on a graph exported from the model's weights, no torch — see
+:mod:`indexer.adapters.embedding.onnx_encoder`) and ``torch`` (sentence-transformers, any model
+it loads, GPUs through ``SIDECAR_EMBED_DEVICE``, bfloat16: :mod:`.torch_encoder`). Both give the
+same float32 vectors (cosine >= 0.9999 per text on 1,000 linux-mips texts,
+tests/integration/test_embed_runtimes.py), so a collection does not record which one wrote it.
+What is known of a model before loading it (dimension, prompts, slug) is in
+:mod:`indexer.adapters.embedding.model_files`, re-exported here. Weights are read offline
+(``HF_HUB_OFFLINE=1``, ``local_files_only``); nothing is ever fetched at run time.
 
-Precision (torch): ``dtype="auto"`` runs the model in bfloat16 where the CPU computes it
-natively (AVX512-BF16 or AMX), float32 elsewhere (emulated bfloat16 would be slower). On the
-linux-mips texts bfloat16 was ~1.8x faster with every vector within cosine 0.9999 of float32
-(docs/results/runs/2026-11-30-encoders-bf16.md); vectors are re-normalised in float32 either way, so
-a collection may mix vectors of both precisions. The onnx runtime runs float32 (``auto`` is
-float32 there) or, with ``SIDECAR_EMBED_PRECISION=int8``, the int8 graph made from the same
-weights (:func:`indexer.adapters.embedding.onnx_quantize.quantize`). int8 vectors are *not*
-interchangeable
-with float32 ones: the precision is part of the encoder's spec (``<model>#int8``) and of the
-collection's name (``-int8``), so switching is a ``sidecar reindex --vectors``.
+Precision: the onnx runtime runs, by default (``SIDECAR_EMBED_PRECISION=int8``), the int8 graph
+made from the same weights (:func:`indexer.adapters.embedding.onnx_quantize.quantize`: ~2x
+float32's texts/s within the retrieval gates, docs/encoder.md), or float32. int8 vectors are
+*not* interchangeable with float32 ones: the precision is part of the encoder's spec
+(``<model>#int8``) and of the collection's name (``-int8``), so switching is a ``sidecar
+reindex --vectors``. torch runs float32, or bfloat16 where the CPU computes it natively
+(``dtype="auto"``: ~1.8x, every vector within cosine 0.9999 of float32, so a collection may mix
+the two, docs/results/runs/2026-11-30-encoders-bf16.md).
 
 Queries have a session of their own (:meth:`Embedder.embed_query`): a small ONNX Runtime
-session with few threads, beside the documents' one in the same process, and a document
-encoding yields between its batches while a query is being encoded, so a search never queues
-behind a batch of mail (the API and a vectors worker share one process in the Edge layout).
+session with few threads, beside the documents' one in the same process; a document encoding
+yields between its batches while a query is being encoded and runs on a thread of its own
+below the queries' priority (:func:`_below_queries`), so a search neither queues behind a batch
+of mail nor shares the cores with one (the API and a vectors worker share one process in the
+Edge layout).
 """
 
 from __future__ import annotations
@@ -73,17 +72,18 @@ RUNTIMES = ("onnx", "torch")
 DOCUMENT_NICE = 10  # the least nice value document encoding runs at (queries keep theirs)
 
 
-def _below_queries() -> None:
+def _below_queries(nice: int = DOCUMENT_NICE) -> None:
     """The documents' thread, and the ONNX Runtime threads it creates (Linux threads inherit
-    their creator's nice value), at nice :data:`DOCUMENT_NICE` at least: a query's pass then
-    preempts a document batch already running, on the same cores, instead of sharing them
-    with it (waiting between batches alone left query p99 at 233 ms under document load,
-    docs/encoder.md). Per thread, so the API's threads in the same process keep theirs."""
+    their creator's nice value), at nice ``nice`` (:data:`DOCUMENT_NICE`) at least: a query's
+    pass then preempts a document batch already running, on the same cores, instead of
+    sharing them with it (waiting between batches alone left query p99 at 233 ms under
+    document load, docs/encoder.md). Per thread, so the API's threads in the same process
+    keep theirs; 0 leaves the documents at the caller's priority (the bench's "before")."""
     if sys.platform.startswith("linux"):
         tid = threading.get_native_id()
         with contextlib.suppress(OSError):  # not allowed: documents keep the process's nice
             os.setpriority(os.PRIO_PROCESS, tid,
-                           max(DOCUMENT_NICE, os.getpriority(os.PRIO_PROCESS, tid)))
+                           max(nice, os.getpriority(os.PRIO_PROCESS, tid)))
 
 
 def onnx_graph(spec: str = "", onnx_dir: Path | None = None, *, force: bool = False) -> Path:
@@ -166,6 +166,7 @@ class Embedder:
         runtime: str = "onnx",
         onnx_dir: Path | None = None,
         query_threads: int = 1,
+        document_nice: int = DOCUMENT_NICE,
     ) -> None:
         self.info = model_info(model)
         self.runtime = runtime
@@ -193,7 +194,8 @@ class Embedder:
             graph = onnx_graph(model, onnx_dir)
             # documents encode on a thread of their own, below the queries' priority; the
             # session is made there so that its threads are made below too
-            self._documents = ThreadPoolExecutor(1, "document-encoder", _below_queries)
+            self._documents = ThreadPoolExecutor(1, "document-encoder", _below_queries,
+                                                 (document_nice,))
             self._encoder = self._documents.submit(
                 OnnxEncoder, self.info, graph, max_tokens=max_tokens, threads=threads,
                 batch_size=batch_size, precision=self.precision).result()

@@ -4,10 +4,12 @@ and a vectors worker share the CPU and, before issue 42, the encoder session).
 ``clients`` threads each send short queries one after another through the API's
 micro-batcher (:class:`indexer.adapters.embedding.query_batch.QueryBatcher`), while one thread
 encodes
-document batches of real mail without pause. Three modes, one after the other in one run:
+document batches of real mail without pause. Four modes, one after the other in one run:
 ``idle`` (no documents: the floor), ``shared`` (queries on the documents' session and
-nothing held back: what a process did before) and ``own`` (the shipped path:
-:meth:`Embedder.embed_query`, its own small session, documents yielding between batches).
+nothing held back: what a process did before), ``own_same_priority`` (their own small session,
+documents yielding between batches but encoded at the caller's priority: 2026-12-04) and
+``own`` (the shipped path, :meth:`Embedder.embed_query`: the same, and documents encoded on a
+thread of their own at nice >= 10, so a query preempts a batch already running).
 Reports query-encoding p50/p99 (ms) and the documents' texts/s in each mode.
 
 Run: ``.venv/bin/python -m sidecar_tools.bench.query_load [seconds] [precision]``.
@@ -99,10 +101,16 @@ def main(seconds: float = 30.0, precision: str = "float32", clients: int = 8) ->
     def shared(texts: Sequence[str]) -> list[list[float]]:
         return embedder._encode(embedder.document_encoder(), texts, embedder.info.query_prompt)
 
+    # the same, but documents at the caller's priority (issue 42's first step, 2026-12-04)
+    same = Embedder(max_tokens=256, threads=2, batch_size=32, document_nice=0,
+                    model=with_precision("", precision))
+    same.embed_query(["warm-up"])
+    same.embed(docs[:4])
     result = {
         "precision": precision, "clients": clients, "seconds": seconds,
         "idle": run_mode(embedder, embedder.embed_query, None, seconds, clients),
         "shared": run_mode(embedder, shared, docs, seconds, clients),
+        "own_same_priority": run_mode(same, same.embed_query, docs, seconds, clients),
         "own": run_mode(embedder, embedder.embed_query, docs, seconds, clients),
     }
     return result
