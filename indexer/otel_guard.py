@@ -44,7 +44,9 @@ _REFUSED = _SdkRefused()
 def keep_sdk_out() -> None:
     """Where tracing is not wanted, keep the SDK out of this process (see :mod:`indexer.otel`);
     :func:`indexer.otel.setup` lets it in again. A process that imported the SDK before (an
-    application embedding the indexer with its own telemetry) is left as it is."""
+    application embedding the indexer with its own telemetry, an auto-instrumentation wrapper
+    such as Lambda's ADOT layer, which sets up the SDK before the handler is imported) is left
+    as it is."""
     if wanted() or SDK in sys.modules or _REFUSED in sys.meta_path:
         return
     sys.meta_path.insert(0, _REFUSED)
