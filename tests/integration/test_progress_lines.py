@@ -3,8 +3,9 @@
 writes JSON lines only on stderr, progress lines among them every
 ``SIDECAR_PROGRESS_INTERVAL_S`` (done/total, rate, ETA, a final one), and its summary as one
 JSON object on stdout; ``dlq list --json``, ``reindex --status --json`` and ``init --json`` are
-JSON on stdout as well. Without ``--json``, outside a terminal, ``ingest`` and ``backfill`` give
-their summary as a JSON line on stderr too (a table only in a terminal)."""
+JSON on stdout as well. Without ``--json``, outside a terminal, ``ingest``, ``reindex`` (its
+phases and a heartbeat), ``reconcile`` and ``purge`` give their lines and summaries as JSON lines
+on stderr too (a table only in a terminal), as do a refusal to start and a crash."""
 
 from __future__ import annotations
 
@@ -156,3 +157,33 @@ def test_a_crash_outside_a_terminal_is_one_json_line(settings: Settings, tmp_pat
     (crash,) = [e for e in entries if e["level"] == "error"]
     assert crash["message"] == "the command failed"
     assert crash["error"].startswith("Traceback") and "NoSuchBucket" in crash["error"]
+
+
+def test_reindex_outside_a_terminal_logs_its_phases_and_a_heartbeat(
+    settings: Settings, tmp_path: Path
+) -> None:
+    """``sidecar reindex`` (a live index of mapping v1, the code's version as the target):
+    its phase messages, a heartbeat naming the phase under way every interval, and its
+    summary, all JSON lines on stderr, nothing on stdout."""
+    from indexer.adapters.opensearch.family import MAPPING_VERSION
+    from indexer.adapters.opensearch.index import OpenSearchIndex, build_client
+
+    target = MAPPING_VERSION if MAPPING_VERSION > 1 else 2
+    prepare_tables(settings)
+    OpenSearchIndex(build_client(settings), settings.opensearch_index).ensure(1)
+    store_all(settings, "box", [mail(n, f"reindexed {n}", "numbers", sender=SENDER,
+                                     to=[f"p{n}@example.com"]) for n in range(MESSAGES)])
+    records = tmp_path / "records.jsonl"
+    export_stream(settings, records)
+    with workers(settings):
+        _sidecar(settings, tmp_path, "ingest", str(records), "--wait", "--json")
+        stdout, lines = _sidecar(settings, tmp_path, "reindex", "--to-version", str(target),
+                                 "--settle-s", "1", "--verify-timeout", "120")
+    assert stdout == ""
+    entries = [json.loads(line) for line in lines]  # every stderr line is JSON
+    said = [e for e in entries if e.get("command") == "reindex"]
+    beats = [e for e in said if e["message"] == "reindex running"]
+    assert beats and all(e["phase"] and e["elapsed_s"] >= 0 for e in beats), said
+    assert len({e["phase"] for e in beats}) >= 2  # the heartbeat follows the phases
+    (done,) = [e for e in said if e["message"] == "reindex done"]
+    assert done["backfilled"] == MESSAGES
