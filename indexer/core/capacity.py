@@ -50,17 +50,20 @@ class Workload:
 
 @dataclass(frozen=True)
 class Measured:
-    """Our figures, calibrated on the ``bench-tenants`` runs of 2026-12-04 (Edge, int8
-    layout): the fixed costs from a line through a 2,000- and a 20,000-message run of
-    linux-mips-4k, the per-message and per-point figures from the 20,000-message calibration
-    run of linux-mips (the corpus of the larger runs they are validated against); see
-    docs/operations/capacity.md and docs/results/runs/2026-12-04-tenants.md."""
+    """Our figures: each size a line (fixed + per message or point) through the smallest and
+    the largest complete ``bench-tenants`` runs of linux-mips on Edge, int8 layout — 20,000
+    messages (2026-12-04) and 200,000 over 10,000 mailboxes (2026-12-05) — validated against
+    the runs between them and the 466,000 documents of the stopped 1,000,000-message run; see
+    docs/operations/capacity.md and docs/results/runs/. A single per-message figure from a
+    small run over-predicted the large ones by a third: bytes per message fall as segments
+    grow and merge, and a store's fixed files do not grow with it."""
 
-    opensearch_bytes_per_message: float = 11_604.0  # primaries' store.size / documents
-    qdrant_rss_bytes_per_point: float = 2_902.0  # int8 layout, a searching owner process
-    qdrant_rss_fixed_bytes: float = 43.0e6  # what the store costs before its first point
-    qdrant_disk_bytes_per_point: float = 4_810.0  # int8 + originals + payload + indexes
-    qdrant_disk_fixed_bytes: float = 149.0e6  # WAL and segment preallocation
+    opensearch_bytes_per_message: float = 8_314.0  # primaries' store.size, slope
+    opensearch_fixed_bytes: float = 65.8e6  # the index's first segments, per store
+    qdrant_rss_bytes_per_point: float = 1_340.0  # int8 layout, a searching owner process
+    qdrant_rss_fixed_bytes: float = 74.2e6  # what the store costs before its first point
+    qdrant_disk_bytes_per_point: float = 2_686.0  # int8 + originals + payload + indexes
+    qdrant_disk_fixed_bytes: float = 191.5e6  # WAL and segment preallocation
     texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (results/benchmarks.md)
     bulk_docs_per_s_per_core: float = 80.0  # 163 docs/s on 2 busy shared cores (20k build)
     api_cpu_s_per_search: float = 0.045  # API + OpenSearch (+ Qdrant server) CPU per request
@@ -172,7 +175,8 @@ def _smallest(nodes: tuple[Node, ...], fits: Any) -> tuple[Node, int]:
 
 def opensearch_plan(work: Workload, measured: Measured, rules: VendorRules,
                     prices: Prices) -> OpenSearchPlan:
-    index_gib = work.messages * measured.opensearch_bytes_per_message / GIB
+    index_gib = (work.messages * measured.opensearch_bytes_per_message
+                 + measured.opensearch_fixed_bytes) / GIB
     storage = index_gib * (1 + rules.replicas) * rules.storage_overhead
     primaries = max(1, math.ceil(index_gib / rules.target_shard_gib))
     shards = primaries * (1 + rules.replicas)
@@ -257,7 +261,8 @@ def predicted_storage(messages: int, measured: Measured | None = None) -> dict[s
     """What the model predicts a single-copy store of ``messages`` holds (the validation row
     compares it with a run): OpenSearch primaries' bytes, Qdrant RSS and disk bytes."""
     m = measured or Measured()
-    return {"opensearch_bytes": messages * m.opensearch_bytes_per_message,
+    return {"opensearch_bytes": messages * m.opensearch_bytes_per_message
+            + m.opensearch_fixed_bytes,
             "qdrant_rss_bytes": messages * m.qdrant_rss_bytes_per_point + m.qdrant_rss_fixed_bytes,
             "qdrant_disk_bytes": messages * m.qdrant_disk_bytes_per_point
             + m.qdrant_disk_fixed_bytes}

@@ -19,7 +19,7 @@ from indexer.core.capacity import (
 
 def test_opensearch_storage_follows_the_vendor_formula() -> None:
     work = Workload(10_000, 1_000, 5.0)
-    found = plan(work, Measured(opensearch_bytes_per_message=10_000.0))
+    found = plan(work, Measured(opensearch_bytes_per_message=10_000.0, opensearch_fixed_bytes=0.0))
     index_gib = 10_000_000 * 10_000 / GIB
     assert found.opensearch.index_gib == pytest.approx(index_gib)
     assert found.opensearch.storage_gib == pytest.approx(index_gib * 2 * 1.45)
@@ -78,6 +78,7 @@ def test_the_total_is_the_sum_of_its_parts_and_positive_inputs_are_required() ->
 def test_predicted_storage_is_linear_in_messages() -> None:
     m = Measured()
     one, ten = predicted_storage(100_000, m), predicted_storage(1_000_000, m)
-    assert ten["opensearch_bytes"] == pytest.approx(10 * one["opensearch_bytes"])
+    assert ten["opensearch_bytes"] - m.opensearch_fixed_bytes == pytest.approx(
+        10 * (one["opensearch_bytes"] - m.opensearch_fixed_bytes))
     assert ten["qdrant_rss_bytes"] - m.qdrant_rss_fixed_bytes == pytest.approx(
         10 * (one["qdrant_rss_bytes"] - m.qdrant_rss_fixed_bytes))
