@@ -33,7 +33,7 @@ from redis.sentinel import Sentinel
 
 from indexer.adapters.dynamodb.dlq import dead_letters
 from indexer.core.errors import ErrorKind
-from indexer.settings import Settings
+from indexer.settings.pipeline import PipelineSettings
 
 log = logging.getLogger(__name__)
 
@@ -77,7 +77,7 @@ def sentinel_address(url: str) -> SentinelAddress:
     return SentinelAddress(tuple(sentinels), dbs.pop() if dbs else 0, username, password)
 
 
-def celery_url(settings: Settings) -> str:
+def celery_url(settings: PipelineSettings) -> str:
     """The broker and result-backend URL for Celery: ``redis_url`` itself, or for Sentinel
     the same Sentinels each written with the database and login (kombu and Celery read
     those from the first part only)."""
@@ -91,7 +91,7 @@ def celery_url(settings: Settings) -> str:
                     for host, port in where.sentinels)
 
 
-def sentinel_options(settings: Settings) -> dict[str, Any]:
+def sentinel_options(settings: PipelineSettings) -> dict[str, Any]:
     """kombu's ``broker_transport_options`` and Celery's ``result_backend_transport_options``
     that find the master through the Sentinels (empty for a plain ``redis://`` URL)."""
     if not settings.redis_sentinel:
@@ -100,7 +100,7 @@ def sentinel_options(settings: Settings) -> dict[str, Any]:
             "sentinel_kwargs": _sentinel_kwargs(settings)}
 
 
-def _sentinel_kwargs(settings: Settings) -> dict[str, Any]:
+def _sentinel_kwargs(settings: PipelineSettings) -> dict[str, Any]:
     kwargs: dict[str, Any] = dict(SENTINEL_SOCKET_KWARGS)
     if settings.redis_sentinel_password is not None:
         kwargs["password"] = settings.redis_sentinel_password.get_secret_value()
@@ -108,7 +108,7 @@ def _sentinel_kwargs(settings: Settings) -> dict[str, Any]:
 
 
 @lru_cache(maxsize=4)
-def redis_client(settings: Settings) -> redis.Redis:
+def redis_client(settings: PipelineSettings) -> redis.Redis:
     """The process's client: of the one server, or of the master the Sentinels name (asked
     again on every new connection, so a failover is followed after one failed command)."""
     timeouts = {"socket_timeout": 10, "socket_connect_timeout": 5}
@@ -139,7 +139,7 @@ def classify(exc: BaseException) -> ErrorKind | None:
     return None
 
 
-def lost_task_check(settings: Settings) -> Callable[[Sequence[Any]], list[bool]]:
+def lost_task_check(settings: PipelineSettings) -> Callable[[Sequence[Any]], list[bool]]:
     """``lost(results)``: for each task, whether it never started and is in neither of the
     deployment's queues nor among the unacked tasks (kombu's ``unacked`` hash, all queues).
 
@@ -196,7 +196,7 @@ class QueueCollector(Collector):
     scrape time, and the dead-letter count (DynamoDB); a Redis outage yields
     ``sidecar_redis_up 0``, never an error."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: PipelineSettings) -> None:
         self._settings = settings
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
@@ -232,7 +232,7 @@ class QueueCollector(Collector):
 DLQ_GAUGE_CAP = 10_000  # entries a scrape counts at most (a COUNT is billed per item read)
 
 
-def _dead_letter_gauge(settings: Settings) -> Iterator[GaugeMetricFamily]:
+def _dead_letter_gauge(settings: PipelineSettings) -> Iterator[GaugeMetricFamily]:
     """``sidecar_dlq_entries`` from the sidecar's table; absent (logged) when DynamoDB does
     not answer, so a DynamoDB outage never reads as a Redis one."""
     try:
@@ -247,7 +247,7 @@ def _dead_letter_gauge(settings: Settings) -> Iterator[GaugeMetricFamily]:
     )
 
 
-def queue_registry(settings: Settings) -> CollectorRegistry:
+def queue_registry(settings: PipelineSettings) -> CollectorRegistry:
     """A registry of the Redis-backed gauges only (the API adds it to its own exposition)."""
     registry = CollectorRegistry(auto_describe=False)
     registry.register(QueueCollector(settings))

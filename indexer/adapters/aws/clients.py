@@ -32,6 +32,7 @@ from botocore.credentials import AssumeRoleCredentialFetcher, DeferredRefreshabl
 
 from indexer.adapters.aws import audit as aws_audit
 from indexer.settings import Settings
+from indexer.settings.aws import AwsSettings
 
 SERVICES = ("dynamodb", "dynamodbstreams", "s3")
 EMULATOR_REGION = "us-east-1"
@@ -58,7 +59,7 @@ def is_loopback(url: str | None) -> bool:
         return False
 
 
-def endpoint(settings: Settings, service: str) -> str | None:
+def endpoint(settings: AwsSettings, service: str) -> str | None:
     """The service's endpoint override, else the shared local one, else None (AWS's own)."""
     specific: dict[str, str | None] = {
         "dynamodb": settings.dynamodb_endpoint_url,
@@ -70,13 +71,13 @@ def endpoint(settings: Settings, service: str) -> str | None:
     return specific[service] or settings.aws_endpoint_url
 
 
-def _emulated(settings: Settings) -> bool:
+def _emulated(settings: AwsSettings) -> bool:
     """Every configured endpoint is a loopback emulator (and at least one is set)."""
     urls = [endpoint(settings, s) for s in SERVICES]
     return any(urls) and all(is_loopback(u) for u in urls if u)
 
 
-def session(settings: Settings) -> boto3.session.Session:
+def session(settings: AwsSettings) -> boto3.session.Session:
     """A boto3 session in the resolved region with the default credential chain (placeholder
     credentials for a loopback emulator when the environment gives none), acting as
     ``SIDECAR_AWS_ROLE_ARN`` when one is set."""
@@ -87,7 +88,7 @@ def session(settings: Settings) -> boto3.session.Session:
 
 
 def _assumed(
-    settings: Settings, base: boto3.session.Session, role_arn: str
+    settings: AwsSettings, base: boto3.session.Session, role_arn: str
 ) -> boto3.session.Session:
     extra: dict[str, Any] = {"RoleSessionName": settings.aws_role_session_name}
     if settings.aws_role_external_id is not None:
@@ -113,7 +114,7 @@ def _assumed(
     return boto3.session.Session(botocore_session=assumed, region_name=base.region_name)
 
 
-def _base_session(settings: Settings) -> boto3.session.Session:
+def _base_session(settings: AwsSettings) -> boto3.session.Session:
     region = settings.aws_region or os.environ.get("AWS_REGION") or None
     if _emulated(settings) and not os.environ.get("AWS_ACCESS_KEY_ID"):
         return boto3.session.Session(
@@ -130,13 +131,14 @@ def _base_session(settings: Settings) -> boto3.session.Session:
     return found
 
 
-def region(settings: Settings) -> str:
+def region(settings: AwsSettings) -> str:
     """The region the sidecar's clients (and the OpenSearch SigV4 signer) use."""
     return str(session(settings).region_name)
 
 
 def client(settings: Settings, service: str) -> Any:
-    """A low-level client for ``dynamodb``, ``dynamodbstreams`` or ``s3``."""
+    """A low-level client for ``dynamodb``, ``dynamodbstreams`` or ``s3`` (the whole settings:
+    the call audit names the tables)."""
     built = session(settings).client(
         service, endpoint_url=endpoint(settings, service), config=_RETRIES
     )

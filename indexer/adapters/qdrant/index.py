@@ -32,7 +32,7 @@ from indexer.core.vectors import (
     VectorStore,
     match,
 )
-from indexer.settings import Settings
+from indexer.settings.qdrant import QdrantSettings
 
 __all__ = ["LegacyStoreError", "StoreBusyError", "VectorIndex", "build_store", "cache_id"]
 
@@ -41,7 +41,7 @@ _CACHE_NAMESPACE = uuid.UUID("0d3e2c9a-8c51-4a8f-b3f4-6d2f3c7e9b10")
 KEYWORD_FIELDS = ("thread_key", "message_key")
 
 
-def build_store(settings: Settings) -> VectorStore:
+def build_store(settings: QdrantSettings) -> VectorStore:
     """A server store when ``qdrant_url`` is set, else the embedded one (takes its lock)."""
     if settings.qdrant_url:
         from qdrant_client import QdrantClient
