@@ -16,16 +16,12 @@ Why they are shaped so:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_cloudwatch_actions as cw_actions
 
 from sidecar_cdk import metrics
-
-if TYPE_CHECKING:
-    from sidecar_cdk.stack import SidecarStack
+from sidecar_cdk.parts import StackParts
 
 # Where the alarms' runbooks are (paths in this repository; the docs site has the same pages).
 RUNBOOKS = "docs/operations/runbooks.md"
@@ -39,7 +35,7 @@ BREACHING = cloudwatch.TreatMissingData.BREACHING
 class _Alarms:
     """Builds the stack's alarms, each to its topic, and keeps them for the dashboard."""
 
-    def __init__(self, stack: SidecarStack) -> None:
+    def __init__(self, stack: StackParts) -> None:
         self.stack = stack
         self.made: list[cloudwatch.Alarm] = []
 
@@ -144,7 +140,7 @@ class _Alarms:
                    alert="SidecarRedisMemoryHigh", runbook=f"{RUNBOOKS}#redis-is-down-or-full")
 
 
-def add_alarms(stack: SidecarStack) -> list[cloudwatch.Alarm]:
+def add_alarms(stack: StackParts) -> list[cloudwatch.Alarm]:
     """Every alarm of the stack (the services, the reader, the ALB and the broker exist)."""
     alarms = _Alarms(stack)
     alarms.liveness()

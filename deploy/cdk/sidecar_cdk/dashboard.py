@@ -4,15 +4,11 @@ graph from :mod:`sidecar_cdk.metrics`, the series its alarm reads."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 
 from sidecar_cdk import metrics
-
-if TYPE_CHECKING:
-    from sidecar_cdk.stack import SidecarStack
+from sidecar_cdk.parts import StackParts
 
 WIDTH = 8  # three graphs to a row (a row is 24 wide)
 
@@ -22,7 +18,7 @@ def _graph(title: str, *left: cloudwatch.IMetric,
     return cloudwatch.GraphWidget(title=title, width=WIDTH, left=list(left), right=right)
 
 
-def add_dashboard(stack: SidecarStack) -> cloudwatch.Dashboard:
+def add_dashboard(stack: StackParts) -> cloudwatch.Dashboard:
     """The dashboard (after the alarms: its first row shows them all)."""
     lb = stack.alb.metrics
     minute = cdk.Duration.minutes(1)

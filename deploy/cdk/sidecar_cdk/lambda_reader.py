@@ -16,8 +16,6 @@ Why it is shaped so:
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import aws_cdk as cdk
 from aws_cdk import aws_ec2 as ec2
 from aws_cdk import aws_iam as iam
@@ -25,11 +23,10 @@ from aws_cdk import aws_lambda as lambda_
 from aws_cdk import aws_lambda_event_sources as event_sources
 from aws_cdk import aws_logs as logs
 
-if TYPE_CHECKING:
-    from sidecar_cdk.stack import SidecarStack
+from sidecar_cdk.parts import StackParts
 
 
-def _role(stack: SidecarStack) -> iam.Role:
+def _role(stack: StackParts) -> iam.Role:
     cfg = stack.config
     role = iam.Role(
         stack, "LambdaRole", assumed_by=iam.ServicePrincipal("lambda.amazonaws.com"),
@@ -54,7 +51,7 @@ def _role(stack: SidecarStack) -> iam.Role:
     return role
 
 
-def lambda_reader(stack: SidecarStack) -> tuple[lambda_.DockerImageFunction,
+def lambda_reader(stack: StackParts) -> tuple[lambda_.DockerImageFunction,
                                                 lambda_.EventSourceMapping]:
     """The function and its mapping on the mail table's stream."""
     cfg = stack.config

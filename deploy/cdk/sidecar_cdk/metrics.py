@@ -9,14 +9,11 @@ Container Insights' running-task counts, the ALB's, ElastiCache's.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 import aws_cdk as cdk
 from aws_cdk import aws_cloudwatch as cloudwatch
 from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 
-if TYPE_CHECKING:
-    from sidecar_cdk.stack import SidecarStack
+from sidecar_cdk.parts import StackParts
 
 NAMESPACE = "MailSearchSidecar"
 QUEUE_PREFIX = "sidecar"  # SIDECAR_QUEUE_PREFIX: the queues are <prefix>.fulltext, .vectors
@@ -29,7 +26,7 @@ def sidecar_metric(name: str, role: str, statistic: str, minutes: int = 1) -> cl
                              period=cdk.Duration.minutes(minutes))
 
 
-def across_roles(stack: SidecarStack, name: str, statistic: str, function: str, label: str,
+def across_roles(stack: StackParts, name: str, statistic: str, function: str, label: str,
                  roles: list[str] | None = None) -> cloudwatch.MathExpression:
     """``function`` (MIN or MAX) of one ``sidecar_*`` metric over the roles' series: every
     process reports the gauge, each role under its own dimension."""
@@ -43,19 +40,19 @@ def across_roles(stack: SidecarStack, name: str, statistic: str, function: str, 
         label=label, period=cdk.Duration.minutes(1))
 
 
-def engines_stalled(stack: SidecarStack) -> cloudwatch.MathExpression:
+def engines_stalled(stack: StackParts) -> cloudwatch.MathExpression:
     """``sidecar_stalled`` of the roles that write to or read from the engines (the tailer
     only sends tasks)."""
     return across_roles(stack, "sidecar_stalled", "Maximum", "MAX", "stalled",
                         [role for role in stack.services if role != "tailer"])
 
 
-def redis_up(stack: SidecarStack) -> cloudwatch.MathExpression:
+def redis_up(stack: StackParts) -> cloudwatch.MathExpression:
     """``sidecar_redis_up``, the lowest over every role: 0 when any of them lost the broker."""
     return across_roles(stack, "sidecar_redis_up", "Minimum", "MIN", "Redis up")
 
 
-def running_tasks(stack: SidecarStack, name: str) -> cloudwatch.Metric:
+def running_tasks(stack: StackParts, name: str) -> cloudwatch.Metric:
     """Container Insights' running-task count of one service: absent (and so breaching)
     when the service has no task at all."""
     return cloudwatch.Metric(
@@ -65,7 +62,7 @@ def running_tasks(stack: SidecarStack, name: str) -> cloudwatch.Metric:
         statistic="Minimum", period=cdk.Duration.minutes(1), label=f"{name} tasks")
 
 
-def redis_metric(stack: SidecarStack, name: str, statistic: str) -> cloudwatch.MathExpression:
+def redis_metric(stack: StackParts, name: str, statistic: str) -> cloudwatch.MathExpression:
     """An ElastiCache metric, the higher of the replication group's two nodes (the primary
     moves on failover)."""
     nodes = {f"n{i}": cloudwatch.Metric(
@@ -76,7 +73,7 @@ def redis_metric(stack: SidecarStack, name: str, statistic: str) -> cloudwatch.M
                                      label=f"broker {name}", period=cdk.Duration.minutes(5))
 
 
-def api_5xx_percent(stack: SidecarStack) -> cloudwatch.MathExpression:
+def api_5xx_percent(stack: StackParts) -> cloudwatch.MathExpression:
     """The share of the API's answers that were 5xx, per minute (no request: 0, not a
     division by zero)."""
     lb = stack.alb.metrics
@@ -89,13 +86,13 @@ def api_5xx_percent(stack: SidecarStack) -> cloudwatch.MathExpression:
         }, label="API 5xx %", period=cdk.Duration.minutes(1))
 
 
-def healthy_hosts(stack: SidecarStack) -> cloudwatch.Metric:
+def healthy_hosts(stack: StackParts) -> cloudwatch.Metric:
     """The API target group's healthy targets (its health check is ``GET /healthz``)."""
     return stack.target_group.metrics.healthy_host_count(
         statistic="Minimum", period=cdk.Duration.minutes(1))
 
 
-def stream_lag(stack: SidecarStack) -> cloudwatch.IMetric:
+def stream_lag(stack: StackParts) -> cloudwatch.IMetric:
     """How far the reader is behind the stream: the tailer's lag, or the Lambda reader's
     iterator age."""
     if stack.reader == "tailer":

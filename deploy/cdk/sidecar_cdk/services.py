@@ -23,7 +23,6 @@ Why each is shaped so:
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING
 
 import aws_cdk as cdk
 from aws_cdk import aws_applicationautoscaling as appscaling
@@ -33,9 +32,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from aws_cdk import aws_logs as logs
 
 from sidecar_cdk import metrics
-
-if TYPE_CHECKING:
-    from sidecar_cdk.stack import SidecarStack
+from sidecar_cdk.parts import StackParts
 
 WORKER_STOP_TIMEOUT_S = 120  # Fargate's maximum; the chart gives workers the same grace
 METRICS_PORT = 9400  # SIDECAR_METRICS_PORT of the tailer and the workers
@@ -88,7 +85,7 @@ def _health_check(name: str) -> ecs.HealthCheck:
         retries=4, start_period=cdk.Duration.seconds(120))
 
 
-def task_definition(stack: SidecarStack, name: str, command: list[str], role: str, port: int,
+def task_definition(stack: StackParts, name: str, command: list[str], role: str, port: int,
                     size: tuple[int, int], secrets: dict[str, ecs.Secret] | None = None,
                     health: bool = True) -> ecs.FargateTaskDefinition:
     """A task of the sidecar's image running ``command`` as ``role``, with the metrics
@@ -132,7 +129,7 @@ def task_definition(stack: SidecarStack, name: str, command: list[str], role: st
     return task
 
 
-def _metrics_agent(stack: SidecarStack, task: ecs.FargateTaskDefinition, name: str, port: int,
+def _metrics_agent(stack: StackParts, task: ecs.FargateTaskDefinition, name: str, port: int,
                    log_group: logs.LogGroup) -> None:
     agent, scrape = metrics_agent_config(name, port)
     task.add_container(
@@ -146,7 +143,7 @@ def _metrics_agent(stack: SidecarStack, task: ecs.FargateTaskDefinition, name: s
     metrics_logs.grant_write(task.task_role)
 
 
-def service(stack: SidecarStack, name: str, command: list[str], *, role: str, count: int,
+def service(stack: StackParts, name: str, command: list[str], *, role: str, count: int,
             max_healthy: int = 200, min_healthy: int = 100,
             secrets: dict[str, ecs.Secret] | None = None,
             security_group: ec2.SecurityGroup | None = None) -> ecs.FargateService:
@@ -168,7 +165,7 @@ def service(stack: SidecarStack, name: str, command: list[str], *, role: str, co
         propagate_tags=ecs.PropagatedTagSource.SERVICE)
 
 
-def scale_on_queue(stack: SidecarStack, stage: str, fargate: ecs.FargateService) -> None:
+def scale_on_queue(stack: StackParts, stage: str, fargate: ecs.FargateService) -> None:
     """Step scaling on the stage's queue depth (``sidecar_queue_depth{queue}``)."""
     scaling = fargate.auto_scale_task_count(min_capacity=1,
                                             max_capacity=stack.config.workers_max)
@@ -183,7 +180,7 @@ def scale_on_queue(stack: SidecarStack, stage: str, fargate: ecs.FargateService)
         cooldown=cdk.Duration.minutes(2))
 
 
-def api(stack: SidecarStack) -> tuple[ecs.FargateService, elbv2.ApplicationLoadBalancer,
+def api(stack: StackParts) -> tuple[ecs.FargateService, elbv2.ApplicationLoadBalancer,
                                       elbv2.ApplicationTargetGroup]:
     """The API's service behind its internal load balancer (HTTPS where a certificate is
     configured), scaled on CPU."""
@@ -226,7 +223,7 @@ def api(stack: SidecarStack) -> tuple[ecs.FargateService, elbv2.ApplicationLoadB
     return fargate, alb, target_group
 
 
-def oneoff(stack: SidecarStack, role: str, command: list[str]) -> None:
+def oneoff(stack: StackParts, role: str, command: list[str]) -> None:
     """A task definition for ``aws ecs run-task`` (init, backfill): no service."""
     task = task_definition(stack, role, command, role, 0, SIZES["oneoff"], health=False)
     cdk.CfnOutput(stack, f"{role.capitalize()}TaskDefinition", value=task.task_definition_arn)
