@@ -43,6 +43,7 @@ ROLE_OF_COMMAND: dict[str, str] = {
     "init": aws_audit.OPERATOR,
     "reconcile": aws_audit.OPERATOR,
     "purge": aws_audit.OPERATOR,
+    "contacts-rebuild": aws_audit.OPERATOR,
     "reindex": aws_audit.OPERATOR,
     "dlq": aws_audit.OPERATOR,
 }
@@ -153,8 +154,8 @@ RUN, OPERATE, LOCAL, BENCH = ("Run (production roles)", "Operate", "Local stack 
                               "Benchmarks, quality and capacity")
 PANELS: dict[str, tuple[str, ...]] = {
     RUN: ("tail", "worker", "serve"),
-    OPERATE: ("init", "backfill", "ingest", "reconcile", "purge", "reindex", "dlq",
-              "export-onnx"),
+    OPERATE: ("init", "backfill", "ingest", "reconcile", "purge", "contacts-rebuild", "reindex",
+              "dlq", "export-onnx"),
     LOCAL: ("stack", "demo", "import", "load", "table", "delete-message", "rewrite-message"),
     BENCH: ("plan",),  # and every bench-* and eval* (panel_of)
 }

@@ -1,4 +1,4 @@
-"""CLI: ``sidecar reconcile`` and ``sidecar purge``."""
+"""CLI: ``sidecar reconcile``, ``sidecar purge`` and ``sidecar contacts-rebuild``."""
 
 from __future__ import annotations
 
@@ -117,6 +117,22 @@ def purge(
             "`reconcile --repair`) will index it again")
 
 
+def contacts_rebuild(
+    mailbox: Annotated[str | None, typer.Option(help="One mailbox (default: all).")] = None,
+) -> None:
+    """Recompute the contact summary (the contacts endpoint's index) from the full-text
+    index: after an upgrade that adds it, or to repair it (idempotent)."""
+    from indexer.pipeline.contacts_sync import keeper
+
+    settings = get_settings()
+    kept = _or_exit(lambda: keeper(settings))
+    boxes = [mailbox] if mailbox else sorted(_or_exit(kept.index.messages.mailbox_ids))
+    for box in boxes:
+        written = _or_exit(lambda box=box: kept.rebuild(box))  # type: ignore[misc]
+        print(json.dumps({"mailbox_id": box, "contacts": written}))
+
+
 def register(app: typer.Typer) -> None:
     app.command()(reconcile)
     app.command()(purge)
+    app.command("contacts-rebuild")(contacts_rebuild)

@@ -2,7 +2,8 @@
 
 What names a mailbox on the sidecar's side, and is removed:
 - OpenSearch: its documents in every index of the family (delete-by-query, refreshed; on
-  Serverless search + bulk delete, :mod:`indexer.adapters.opensearch.serverless`);
+  Serverless search + bulk delete, :mod:`indexer.adapters.opensearch.serverless`), and its
+  contacts in the contact summary (:mod:`indexer.pipeline.contacts_sync`);
 - Qdrant: its points (filter delete) and the cached vectors of ``forai`` texts no other
   mailbox's point still uses (a vector is derived from the mail's text, even though a cache
   entry is keyed by content hash only);
@@ -22,6 +23,7 @@ from typing import Any
 
 from indexer.adapters import factories
 from indexer.adapters.dynamodb.dlq import remove_task_results
+from indexer.adapters.opensearch.contacts import ContactsIndex
 from indexer.ops.engines import open_engines
 from indexer.settings import Settings
 
@@ -38,6 +40,7 @@ class PurgeReport:
     dead_letters: int
     task_results: int
     table_still_has_messages: bool
+    contacts: int = 0
 
     @property
     def removed(self) -> int:
@@ -48,6 +51,7 @@ class PurgeReport:
             + self.participants
             + self.dead_letters
             + self.task_results
+            + self.contacts
         )
 
     def to_json(self) -> dict[str, Any]:
@@ -60,9 +64,12 @@ def purge(settings: Settings, mailbox: str) -> PurgeReport:
         raise ValueError("a mailbox id is non-empty and never contains '#'")
     with open_engines(settings) as engines:
         docs = engines.fulltext.delete_mailbox(mailbox)
+        contacts = 0 if engines.fulltext.serverless else (
+            ContactsIndex(engines.fulltext).delete_mailbox(mailbox))
         points, cached = engines.vectors.delete_mailbox(mailbox)
         participants = engines.store.delete_participants_of_mailbox(mailbox)
         left = any(engines.store.mailbox_pages(mailbox, limit=1))
     dead = factories.dead_letters(settings).remove_mailbox(mailbox)
     results = remove_task_results(factories.redis_client(settings), mailbox)
-    return PurgeReport(mailbox, docs, points, cached, participants, dead, results, left)
+    return PurgeReport(mailbox, docs, points, cached, participants, dead, results, left,
+                       contacts)

@@ -38,6 +38,7 @@ from indexer.core.items import message_pk
 from indexer.core.plan import MessageRef
 from indexer.core.task_payload import TaskPayload
 from indexer.ops.engines import Engines, open_engines, read_recipe
+from indexer.pipeline.contacts_sync import fulltext_sink
 from indexer.pipeline.sync import Outcome, sync_fulltext, sync_vectors
 from indexer.settings import Settings
 
@@ -218,7 +219,7 @@ def _repair(settings: Settings, engines: Engines, drift: Sequence[Drift]) -> lis
     """Run the pipeline's sync for every drifted message, then compare those messages again."""
     embedder = _LazyEmbedder(settings)
     syncs: dict[Index, Callable[[list[MessageRef]], Outcome]] = {
-        "fulltext": lambda refs: sync_fulltext(engines.store, engines.fulltext, refs),
+        "fulltext": lambda refs: sync_fulltext(engines.store, fulltext_sink(settings), refs),
         "vectors": lambda refs: sync_vectors(
             engines.store, engines.vectors, embedder, refs, engines.vector_recipe
         ),

@@ -47,6 +47,7 @@ from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, ParticipantRef, Plan
 from indexer.core.records import decode_record
 from indexer.core.task_payload import TaskPayload
+from indexer.pipeline.contacts_sync import fulltext_sink
 from indexer.pipeline.dispatch import celery_send
 from indexer.pipeline.ingest import Pending, answer_of
 from indexer.pipeline.sync import Outcome, sync_fulltext
@@ -175,7 +176,7 @@ class _Batch:
         """Sync one chunk into OpenSearch; poison is dead-lettered, other failures raise."""
         people = [p for ref in chunk for p in sorted(self.people[ref])]
         outcome = sync_fulltext(
-            factories.store(self.settings), factories.fulltext_index(self.settings), chunk, people
+            factories.store(self.settings), fulltext_sink(self.settings), chunk, people
         )
         self._dead_letter_outcome("fulltext", outcome)
 

@@ -3,12 +3,22 @@ mailbox only (invariant 6), over two mailboxes indexed by the real pipeline."""
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
+import sys
 import uuid
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import Any
 
 import pytest
 
+from indexer.adapters import factories
+from indexer.adapters.aws import clients as aws
+from indexer.adapters.opensearch.contacts import ContactsIndex
+from indexer.settings import to_env
+from sidecar_tools.writer.store import delete_message
 from tests.conftest import _drop_indices, namespaced
 from tests.support.api_fixtures import TOKEN_A, TOKEN_B, Api, index_all, mail, start_api, store_all
 
@@ -137,6 +147,40 @@ def test_contacts_limit_order_auth_and_bad_input(api: Api) -> None:
         answer = api.get(own, prefix=hostile)
         assert answer.status_code == 200, (hostile, answer.text)
     assert emails(contacts(api, ".*")) == [] and emails(contacts(api, "@")) == []
+
+
+def test_contacts_follow_a_delete_and_a_rebuild_restores_them(api: Api, tmp_path: Path) -> None:
+    settings, box = api.settings, api.mailbox_b
+    note = _mail(102, "Hello", "A passing note.", sender=("Tempo Person", "tempo@gone.example"),
+                 to=[("Bea", "bea@other.example")], day=3)
+    store_all(settings, box, [note])
+    index_all(settings, tmp_path)
+    ts = note["metadata"]["timestamp"]
+    assert contacts(api, "tempo", TOKEN_B, box) == [
+        {"email": "tempo@gone.example", "name": "Tempo Person", "messages": 1, "last_ts": ts}]
+    assert contacts(api, "bea", TOKEN_B, box)[0]["messages"] == 3
+    # Deleted from the store: the workers delete its document and recount its addresses.
+    assert delete_message(aws.client(settings, "dynamodb"), settings.table, box,
+                          note["messageId"])
+    index_all(settings, tmp_path)
+    assert contacts(api, "tempo", TOKEN_B, box) == []
+    bea = contacts(api, "bea", TOKEN_B, box)[0]
+    assert (bea["messages"], bea["last_ts"]) == (2, MAILBOX_B[1]["metadata"]["timestamp"])
+
+    # The summary of mailbox A lost, then rebuilt from the message index by the CLI.
+    prefixes = ("ra", "o", "films", "gitlab", "taran", "baech")
+    before = {p: contacts(api, p) for p in prefixes}
+    summary = ContactsIndex(factories.fulltext_index(settings))
+    assert summary.delete_mailbox(api.mailbox_a) > 0
+    assert contacts(api, "ra") == []
+    rebuilt = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "contacts-rebuild", "--mailbox",
+         api.mailbox_a], env={**os.environ, **to_env(settings)}, capture_output=True,
+        text=True, timeout=300)
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    assert json.loads(rebuilt.stdout)["contacts"] == 7  # its From/To/Cc addresses (no Bcc)
+    summary.refresh()
+    assert {p: contacts(api, p) for p in prefixes} == before
 
 
 def _matching(mails: list[dict[str, Any]], word: str) -> int:

@@ -15,6 +15,7 @@ from typing import Any
 import pytest
 
 from indexer.adapters import factories
+from indexer.adapters.opensearch.contacts import ContactsIndex
 from indexer.core.vectors import PointWrite
 from indexer.ops.engines import open_engines
 from indexer.ops.purge import purge
@@ -75,9 +76,11 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         "dead_letters": 2,
         "task_results": 1,
         "table_still_has_messages": True,
-        "removed": 20 + report.participants,
+        "contacts": report.contacts,
+        "removed": 20 + report.participants + report.contacts,
     }
     assert report.participants > 0
+    assert report.contacts > 0  # the correspondents of its messages, kept by the workers
 
     # Each store, queried directly.
     assert opensearch_docs(settings, box) == {}
@@ -88,6 +91,11 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         assert box not in engines.vectors.mailbox_ids() | engines.fulltext.mailbox_ids()
         assert engines.vectors.store.count(building, None) == 0
     assert _participant_items(ddb, settings, box) == 0
+    with open_engines(settings) as engines:
+        summary = ContactsIndex(engines.fulltext)
+        summary.refresh()
+        assert summary.emails(box, summary=True) == set()
+        assert summary.emails(other, summary=True)  # the other mailbox's are kept
     assert [e.id for e in dlq.list()] == [kept.id]
     assert not redis.exists(result_key)
 

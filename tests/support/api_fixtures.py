@@ -18,6 +18,7 @@ import httpx
 
 from indexer.adapters import factories
 from indexer.adapters.aws import clients as aws
+from indexer.adapters.opensearch.contacts import ContactsIndex
 from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
@@ -105,6 +106,7 @@ def index_all(settings: Settings, tmp: Path) -> None:
     # Indexed is not yet searchable: a write shows in searches after the index's next refresh
     # (refresh_interval, 500 ms by default), and ingest can now finish within it.
     factories.fulltext_index(settings).refresh()
+    ContactsIndex(factories.fulltext_index(settings)).refresh()  # the workers' contact summary
 
 
 def serve_process(env: dict[str, str], log: Path, *options: str) -> subprocess.Popen[bytes]:

@@ -1,39 +1,52 @@
-"""The pure parts of contacts and "did you mean": the prefix as a literal of the engine's
-regular expressions, folding, name matching, edit distances and the query rewrite."""
+"""The pure parts of contacts and "did you mean": the prefix as a leaf value, domains,
+folding, names never from Bcc, which changes move a contact, edit distances, the rewrite."""
 
 from __future__ import annotations
 
-import re
-
-import pytest
-
+from indexer.core import contacts as summary
+from indexer.core.documents import Participant
 from search_api import contacts, suggest
 from search_api.query import parse
 
 
-@pytest.mark.parametrize("hostile", [".*", "a|b", "[", "\\", 'a"b', "(", "a{1,9}", "~@#&<>"])
-def test_a_prefix_is_a_literal_of_the_include_pattern(hostile: str) -> None:
-    pattern = contacts.include_pattern(hostile)
-    # Python's syntax agrees with Lucene's here (a backslash makes any character literal):
-    # the pattern admits the text itself as a prefix, and nothing its operators would.
-    assert re.fullmatch(pattern, hostile + "x")
-    assert not re.fullmatch(pattern, "zz" + hostile) and not re.fullmatch(pattern, "b")
+def test_a_prefix_is_only_ever_a_leaf_value() -> None:
+    for hostile in (".*", "a|b", "[", "\\", 'a"b', "(", "a{1,9}", "~@#&<>"):
+        body = contacts.contacts_body("m", hostile, 5)
+        matching = body["query"]["function_score"]["query"]["bool"]["filter"]
+        assert matching[0] == {"term": {"mailbox_id": "m"}}
+        prefixes = matching[1]["bool"]["should"]
+        assert prefixes[0] == {"prefix": {"email.p": {"value": hostile}}}
+        assert prefixes[1] == {"prefix": {"domains": {"value": hostile}}}
 
 
-def test_include_pattern_admits_address_domain_and_label_prefixes() -> None:
-    pattern = re.compile(contacts.include_pattern("git"))
-    for admitted in ("gitster@x.org", "noreply@github.com", "a@lists.gitlab.example"):
-        assert pattern.fullmatch(admitted), admitted
-    for refused in ("x@hubgit.com", "legit@x.org", "a@b.cgit"):
-        assert not pattern.fullmatch(refused), refused
+def test_domains_are_every_suffix_from_a_label() -> None:
+    assert summary.domains("a@lists.gitlab.example") == [
+        "lists.gitlab.example", "gitlab.example", "example"]
+    assert summary.domains("ralf@linux-mips.org") == ["linux-mips.org", "org"]
+    assert summary.domains("no-domain") == [] and summary.domains("x@") == []
 
 
-def test_fold_and_name_matching() -> None:
-    assert contacts.fold("Renée LEFÈVRE") == "renee lefevre"
-    assert contacts.name_matches("Renée Lefèvre", ["lef"])
-    assert contacts.name_matches("Ralf Baechle", ["ralf", "baech"])
-    assert not contacts.name_matches("Ralf Baechle", ["ralf", "chen"])
-    assert not contacts.name_matches(None, ["ralf"])
+def test_fold_and_names_never_from_bcc() -> None:
+    assert summary.fold("Renée LEFÈVRE") == "renee lefevre"
+    people = (Participant("bcc", "ralf@x.org", "Hidden"), Participant("cc", "RALF@x.org", "Ralf"))
+    assert summary.name_in(people, "ralf@x.org") == "Ralf"
+    assert summary.name_in(people[:1], "ralf@x.org") is None
+
+
+def test_only_a_change_of_addresses_or_time_moves_contacts() -> None:
+    doc = {"from": {"address": "A@x.org"}, "to": ["b@x.org"], "cc": [], "ts": 5}
+    assert summary.touched(doc, {**doc, "clean": "re-parsed"}) == set()
+    assert summary.touched(None, doc) == {"a@x.org", "b@x.org"}
+    assert summary.touched(doc, None) == {"a@x.org", "b@x.org"}
+    assert summary.touched(doc, {**doc, "cc": ["c@x.org"]}) == {"a@x.org", "b@x.org", "c@x.org"}
+    assert summary.touched(doc, {**doc, "ts": 6}) == {"a@x.org", "b@x.org"}
+
+
+def test_a_tally_reads_the_count_and_the_newest_message() -> None:
+    answer = {"hits": {"total": {"value": 3}, "hits": [
+        {"fields": {"ts": ["1556621014.000"], "message_key": ["k"]}}]}}
+    assert summary.read_tally(answer) == summary.Tally(3, 1556621014, "k")
+    assert summary.read_tally({"hits": {"total": {"value": 0}, "hits": []}}) == summary.ABSENT
 
 
 def test_edits_count_a_swap_as_one() -> None:

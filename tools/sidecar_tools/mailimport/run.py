@@ -23,6 +23,7 @@ from botocore.exceptions import ClientError
 
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.task_payload import TaskPayload
+from indexer.pipeline.contacts_sync import fulltext_sink
 from indexer.settings import Settings
 from sidecar_tools.mailimport.convert import MalformedMessage, to_normalized
 from sidecar_tools.mailimport.sources import Source, messages, open_source
@@ -81,7 +82,8 @@ class _Indexer:
 
         if not self.refs:
             return
-        text = sync_fulltext(self.store, self.fulltext, self.refs, self.participants)
+        text = sync_fulltext(self.store, fulltext_sink(self.settings), self.refs,
+                             self.participants)
         vectors = sync_vector_targets(self.settings, self.refs)
         poison = {**text.poison, **vectors.poison}
         self.summary.indexed += len((text.applied & vectors.applied) - poison.keys())
