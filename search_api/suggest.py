@@ -10,21 +10,30 @@ those messages only:
    messages each free word of the query matches (the search's own clause for the word, so
    stemmed forms count). A word in at most :data:`RARE` messages is suspect (mail has typos
    too: a word found once beside a word found 50 times is most likely one).
-2. **Candidates**: a ``fuzzy`` query (Damerau-Levenshtein, OpenSearch's ``AUTO`` edits: one
-   for 3–5 letters, two from 6) on the unstemmed subject and body, *filtered to the mailbox*,
-   highlights the words it matched in up to :data:`SAMPLE` of the mailbox's messages; those
-   marked words are the candidates. The fuzzy query's expansion of the typo to dictionary
-   terms is the shard's (:data:`MAX_EXPANSIONS`), but only the mailbox's messages can match,
-   and only words of those messages are read back. (Residual, as for a prefix: which terms the
-   expansion keeps may depend on other mailboxes' words when more than
-   :data:`MAX_EXPANSIONS` are within reach, so a correction can be missed, never leaked.)
-3. **The choice**: each candidate's messages in the mailbox (one request, which also counts
-   the typed query and the likeliest correction); the closest one by edit distance wins, then
-   one that is the word with two adjacent letters swapped, then the most frequent; it must be
-   in at least :data:`RARER` times as many messages as the word (any, for a word the mailbox
-   lacks).
-4. **Its hits**: the corrected query's count in the mailbox (the full-text query, all words),
-   beside the typed one's: null when it finds no more than the query did.
+2. **Candidates one edit away**: every word one edit from a suspect (a letter deleted,
+   inserted, substituted, two adjacent letters swapped: 545 for a 10-letter word) is a
+   ``term`` filter on the unstemmed subject and body, counted in one ``size: 0`` request among
+   the mailbox's messages that hold any of them: each candidate's messages, exactly. A word
+   only another mailbox holds counts 0 and is never offered.
+3. **Two edits**, only for a word of six letters or more that none of those correct: a
+   ``fuzzy`` query (Damerau-Levenshtein), *filtered to the mailbox*, highlights the words it
+   matched in up to :data:`SAMPLE` of the mailbox's messages, and the likeliest of them are
+   counted. The fuzzy query's expansion of the typo to dictionary terms is the shard's
+   (:data:`MAX_EXPANSIONS`), but only the mailbox's messages can match, and only words of
+   those messages are read back. (Residual, as for a prefix: which terms the expansion keeps
+   may depend on other mailboxes' words when more than :data:`MAX_EXPANSIONS` are within
+   reach, so a correction can be missed, never leaked.)
+4. **The choice**: the closest candidate by edit distance wins, then one that is the word
+   with two adjacent letters swapped, then the most frequent; it must be in at least
+   :data:`RARER` times as many messages as the word (any, for a word the mailbox lacks).
+5. **Its hits**: the corrected query's count in the mailbox (the full-text query, all words),
+   beside the typed one's (one request): null when it finds no more than the query did.
+
+Why candidates are generated rather than found by a fuzzy query's highlights: highlighting
+re-analyses the sampled messages' bodies (the index keeps no offsets), which made that request
+the suggestion's slowest (75 ms of ``took`` at the median on 4,000 messages, docs/quality.md);
+term lookups of the candidates cost a dictionary seek each, and count every message, not a
+sample of 30.
 
 The caller's text never becomes anything but a leaf value of these queries.
 """
@@ -56,6 +65,8 @@ MAX_SUSPECTS = 4
 SAMPLE = 30  # messages whose matched words are read
 MAX_EXPANSIONS = 200
 CANDIDATES_PER_WORD = 4
+MAX_VARIANTS = 2_000  # words one edit away counted in one request (a 10-letter word has 545)
+LETTERS = "abcdefghijklmnopqrstuvwxyz"
 FIELDS = ("subject.exact", "clean.exact")
 _PRE, _POST = "\u0002", "\u0003"
 _MARKED = re.compile(f"{_PRE}([^{_POST}]{{1,100}}){_POST}")
@@ -111,12 +122,14 @@ def _filtered(mailbox: str, query: dict[str, Any] | None = None) -> dict[str, An
     return {"bool": {"filter": must}}
 
 
-def _counts(b: Backends, mailbox: str, named: Mapping[str, dict[str, Any]]) -> dict[str, int]:
-    """Messages of the mailbox each query matches (one request)."""
+def _counts(b: Backends, mailbox: str, named: Mapping[str, dict[str, Any]],
+            within: dict[str, Any] | None = None) -> dict[str, int]:
+    """Messages of the mailbox each query matches (one request; ``within``: a query every
+    one of them implies, which bounds the messages the counts are taken over)."""
     body = {
         "size": 0,
         "track_total_hits": False,
-        "query": _filtered(mailbox),
+        "query": _filtered(mailbox, within),
         "aggs": {"c": {"filters": {"filters": dict(named)}}},
     }
     answer = _ask(b, mailbox, body)
@@ -127,6 +140,48 @@ def _counts(b: Backends, mailbox: str, named: Mapping[str, dict[str, Any]]) -> d
 def _ask(b: Backends, mailbox: str, body: dict[str, Any]) -> dict[str, Any]:
     with naming("opensearch"):
         return b.opensearch.search_response(mailbox, body, budget_ms=b.settings.search_timeout_ms)
+
+
+def variants(word: str) -> set[str]:
+    """Every word one edit from ``word`` (folded, letters a–z): a letter deleted, inserted
+    or substituted, or two adjacent letters swapped."""
+    splits = [(word[:i], word[i:]) for i in range(len(word) + 1)]
+    found = {a + b[1:] for a, b in splits if b}
+    found |= {a + b[1] + b[0] + b[2:] for a, b in splits if len(b) > 1}
+    found |= {a + c + b[1:] for a, b in splits if b for c in LETTERS}
+    found |= {a + c + b for a, b in splits for c in LETTERS}
+    found.discard(word)
+    return {v for v in found if len(v) >= 2}
+
+
+def _one_edit(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
+    """Per suspect word, the words one edit away that the mailbox's messages hold, with the
+    number of its messages each is in: every such word, exactly, in one ``size: 0`` request
+    (a ``term`` filter per candidate on the unstemmed fields, counted only among the
+    mailbox's messages holding one of them)."""
+    per = {w: sorted(variants(fold(w)))[:MAX_VARIANTS // len(suspects)] for w in suspects}
+    every = sorted({v for vs in per.values() for v in vs})
+    within = {"bool": {"should": [{"terms": {f: every}} for f in FIELDS],
+                       "minimum_should_match": 1}}
+    named = {f"v{i}_{j}": {"bool": {"should": [{"term": {f: v}} for f in FIELDS],
+                                    "minimum_should_match": 1}}
+             for i, vs in enumerate(per.values()) for j, v in enumerate(vs)}
+    found = _counts(b, mailbox, named, within)
+    return {w: {v: found[f"v{i}_{j}"] for j, v in enumerate(vs) if found[f"v{i}_{j}"]}
+            for i, (w, vs) in enumerate(per.items())}
+
+
+def _two_edits(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
+    """Per suspect word, the mailbox's words within two edits that a fuzzy query marked in
+    a sample of its messages, the likeliest :data:`CANDIDATES_PER_WORD` with their exact
+    messages."""
+    near = _near_words(b, mailbox, suspects)
+    shortlist = {w: _closest(w, found) for w, found in near.items()}
+    named = {f"c{i}_{j}": clause(Term(c))
+             for i, w in enumerate(shortlist) for j, c in enumerate(shortlist[w])}
+    found = _counts(b, mailbox, named) if named else {}
+    return {w: {c: found[f"c{i}_{j}"] for j, c in enumerate(options)}
+            for i, (w, options) in enumerate(shortlist.items())}
 
 
 def _near_words(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
@@ -202,6 +257,16 @@ def did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean | 
         return None
 
 
+def _choice(word: str, found: Mapping[str, int], had: int) -> str | None:
+    """The correction among candidates with their messages: fewest edits, then a swap of
+    two adjacent letters, then the most frequent; it must be in at least :data:`RARER`
+    times as many messages as the word (any, for a word the mailbox lacks)."""
+    folded = fold(word)
+    scored = [(edits(c, folded), not _swapped(c, folded), -n, c)
+              for c, n in found.items() if n >= max(1, RARER * had)]
+    return min(scored)[3] if scored else None
+
+
 def _did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean | None:
     spellable = [w for w in free_words(node) if _spellable(w)][:16]
     if not spellable:
@@ -211,36 +276,18 @@ def _did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean |
     if not suspects:
         return None
     had = {w: counts[f"w{spellable.index(w)}"] for w in suspects}
-    near = _near_words(b, mailbox, suspects)
-    shortlist = {w: _closest(w, found) for w, found in near.items() if found}
-    if not shortlist:
-        return None
-    # The candidates' counts, the typed query's and (speculatively) the one of each word's
-    # nearest, most often marked candidate, in one request; another only if the counts
-    # choose differently.
-    guess = _replaced(q, {w: options[0] for w, options in shortlist.items()})
-    named = {
-        f"c{i}_{j}": clause(Term(c))
-        for i, w in enumerate(shortlist) for j, c in enumerate(shortlist[w])
-    }
-    named["typed"] = build_query(node, mailbox)
-    named["guess"] = build_query(parse(guess), mailbox)
-    frequency = _counts(b, mailbox, named)
-    corrections: dict[str, str] = {}
-    for i, (w, options) in enumerate(shortlist.items()):
-        folded = fold(w)
-        scored = [(edits(c, folded), not _swapped(c, folded), -frequency[f"c{i}_{j}"], c)
-                  for j, c in enumerate(options)
-                  if frequency[f"c{i}_{j}"] >= max(1, RARER * had[w])]
-        if scored:
-            corrections[w] = min(scored)[3]
-    if not corrections:
-        return None
+    near = _one_edit(b, mailbox, suspects)
+    # Two edits only where one found nothing: a fuzzy sample of the mailbox's messages.
+    far = [w for w in suspects
+           if allowed_edits(fold(w)) == 2 and _choice(w, near[w], had[w]) is None]
+    if far:
+        near.update(_two_edits(b, mailbox, far))
+    corrections = {w: c for w in suspects if (c := _choice(w, near[w], had[w])) is not None}
     better = _replaced(q, corrections)
-    if better == q:
+    if not corrections or better == q:
         return None
-    hits = (frequency["guess"] if better == guess else
-            _counts(b, mailbox, {"better": build_query(parse(better), mailbox)})["better"])
-    if hits <= frequency["typed"]:
+    hits = _counts(b, mailbox, {"typed": build_query(node, mailbox),
+                                "better": build_query(parse(better), mailbox)})
+    if hits["better"] <= hits["typed"]:
         return None
-    return DidYouMean(q=better, hits=hits)
+    return DidYouMean(q=better, hits=hits["better"])

@@ -204,6 +204,8 @@ def test_did_you_mean_corrects_from_the_mailbox_words(api: Api) -> None:
     assert suggestion(api, "recieve timer") == {"q": "receive timer", "hits": 1}
     assert suggestion(api, "from:ralf recieve") == {"q": "from:ralf receive", "hits": 1}
     assert suggestion(api, "kernal", mode="hybrid")["q"] == "kernel"
+    # two edits (a word of six letters or more): the fuzzy sample's candidates
+    assert suggestion(api, "kurnal") == {"q": "kernel", "hits": _matching(MAILBOX_A, "kernel")}
     assert suggestion(api, "kernel") is None  # nothing better than what was typed
     assert suggestion(api, "zzzzqqq") is None  # nothing near it
 

@@ -49,6 +49,14 @@ def test_a_tally_reads_the_count_and_the_newest_message() -> None:
     assert summary.read_tally({"hits": {"total": {"value": 0}, "hits": []}}) == summary.ABSENT
 
 
+def test_variants_are_every_word_one_edit_away() -> None:
+    found = suggest.variants("kernal")
+    assert {"kernel", "kenral", "kerna", "kernals", "kernnal"} <= found
+    assert "kernal" not in found and "kurnel" not in found
+    assert all(suggest.edits(v, "kernal") == 1 for v in found)
+    assert len(suggest.variants("abcdefghij")) == 545  # 53 n + 25, less the repeats
+
+
 def test_edits_count_a_swap_as_one() -> None:
     assert suggest.edits("recieve", "receive") == 1
     assert suggest.edits("treers", "trees") == 1

@@ -17,8 +17,10 @@ deletes at the end:
    alone, and with did-you-mean beside it as ``service.search`` runs it: p50/p99 of both.
 4. **Contacts**: with ``--copies N`` the corpus's documents are copied N more times into the
    same mailbox, older (other keys, ``ts`` earlier by a year per copy), without their bodies
-   (the contacts request reads only address fields) — 4,000 x (N + 1) messages; then
-   prefixes of real addresses, domains and names (1–4 characters) are timed: p50/p99.
+   (contacts read only address fields) — 4,000 x (N + 1) messages; the contact summary is
+   rebuilt from them, then prefixes of real addresses, domains and names (1–4 characters)
+   are timed, and optionally an older implementation beside it and the write cost
+   (:mod:`sidecar_tools.quality.contacts_cost`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,6 @@ import hashlib
 import json
 import random
 import re
-import statistics
 import sys
 import time
 import uuid
@@ -49,10 +50,10 @@ from indexer.core.documents import MessageState, Participant, point_id, search_d
 from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from search_api import candidates as legs
-from search_api import contacts as contact_list
 from search_api import suggest
 from search_api.backends import Backends
 from search_api.query import parse
+from sidecar_tools.quality import contacts_cost
 from sidecar_tools.writer.mapping import to_items
 
 DEFAULT_CORPUS = Path(__file__).resolve().parents[3] / "tests/data/corpora/linux-mips-4k.jsonl.gz"
@@ -238,31 +239,16 @@ def search_latency(b: Backends, queries: list[str], rounds: int) -> dict[str, An
     }
 
 
-def contact_prefixes(found: list[MessageState], n: int, seed: int) -> list[str]:
-    rng = random.Random(seed)
-    people = sorted({(p.email.lower(), p.name or "") for s in found for p in s.participants
-                     if p.role != "bcc"})
-    out: list[str] = []
-    while len(out) < n:
-        email, name = rng.choice(people)
-        length = rng.randint(1, 4)
-        kind = rng.choice(["address", "domain", "name"])
-        if kind == "name" and name.split():
-            out.append(rng.choice(name.split())[:length])
-        elif kind == "domain" and "@" in email:
-            out.append(email.split("@", 1)[1][:length])
-        else:
-            out.append(email[:length])
+def _contacts(settings: Settings, b: Backends, found: list[MessageState],
+              docs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
+    out: dict[str, Any] = {"rebuild": contacts_cost.rebuild(settings, MAILBOX)}
+    asked = contacts_cost.prefixes(found, args.prefixes, args.seed)
+    old = contacts_cost.baseline(args.baseline) if args.baseline else None
+    out["latency"] = [contacts_cost.latency(b, MAILBOX, asked, old, clients)
+                      for clients in args.clients]
+    if args.write_batches:
+        out["sink apply"] = contacts_cost.write_cost(settings, docs, args.write_batches)
     return out
-
-
-def contacts_latency(b: Backends, prefixes: list[str]) -> dict[str, Any]:
-    for p in prefixes[:20]:
-        contact_list.contacts(b, MAILBOX, p, 10)
-    times = [timed(lambda p=p: contact_list.contacts(b, MAILBOX, p, 10))  # type: ignore[misc]
-             for p in prefixes]
-    return {"prefixes": len(times), "p50 ms": round(statistics.median(times), 1),
-            "p99 ms": round(pct(times, 0.99), 1), "max ms": round(max(times), 1)}
 
 
 def _drop(settings: Settings) -> None:
@@ -283,6 +269,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--keep", metavar="NAME", help="load into (or reuse) this namespace "
                         "and leave it in place (delete it with --drop NAME)")
     parser.add_argument("--drop", metavar="NAME", help="delete a kept namespace and exit")
+    parser.add_argument("--baseline", type=Path, help="an older search_api/contacts.py to "
+                        "time beside the shipped one")
+    parser.add_argument("--clients", type=int, nargs="+", default=[1])
+    parser.add_argument("--write-batches", type=int, default=0,
+                        help="100-message sink batches of each kind to time (write cost)")
     args = parser.parse_args(argv)
     if args.drop:
         _drop(Settings(opensearch_index=args.drop, table=args.drop))
@@ -309,8 +300,7 @@ def main(argv: list[str]) -> int:
             queries = [t for _, t, _ in triples] + [w for w, _, _ in triples]
             report["search latency"] = search_latency(b, queries, args.rounds)
         if "contacts" not in args.skip:
-            report["contacts"] = contacts_latency(b, contact_prefixes(found, args.prefixes,
-                                                                      args.seed))
+            report["contacts"] = _contacts(settings, b, found, docs, args)
     finally:
         if not args.keep:
             _drop(settings)
