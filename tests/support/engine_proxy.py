@@ -17,7 +17,10 @@ HOP = {"connection", "keep-alive", "transfer-encoding", "content-length", "conte
 
 
 class DyingProxy:
-    """Forwards to ``upstream`` until ``bulks`` bulk requests were answered, then refuses."""
+    """Forwards to ``upstream`` until ``bulks`` bulk writes of messages were answered; the next
+    one finds it dead, and so does every request after it. (A bulk of the contact summary,
+    which a batch writes after its messages, is forwarded like any other request: the batch
+    whose messages went through is applied whole.)"""
 
     def __init__(self, upstream: str, bulks: int) -> None:
         target = urlparse(upstream)
@@ -40,6 +43,12 @@ class DyingProxy:
                     return
                 length = int(self.headers.get("Content-Length") or 0)
                 body = self.rfile.read(length) if length else None
+                messages = "_bulk" in self.path and b'-contacts"' not in (body or b"")
+                if messages and proxy.bulks_left <= 0:
+                    proxy.kill()
+                    self.close_connection = True
+                    self.connection.close()
+                    return
                 up = http.client.HTTPConnection(proxy.host, proxy.port, timeout=60)
                 headers = {k: v for k, v in self.headers.items() if k.lower() not in HOP}
                 up.request(self.command, self.path, body=body, headers=headers)
@@ -54,11 +63,8 @@ class DyingProxy:
                 self.end_headers()
                 self.wfile.write(data)
                 proxy.forwarded += 1
-                if "_bulk" in self.path:
+                if messages:
                     proxy.bulks_left -= 1
-                    if proxy.bulks_left <= 0:
-                        proxy.kill()
-                        self.close_connection = True
 
             do_GET = do_PUT = do_POST = do_DELETE = do_HEAD = _forward
 

@@ -26,6 +26,8 @@ from types import ModuleType
 from typing import Any
 
 from indexer.adapters import factories
+from indexer.adapters.opensearch.contacts import ContactsIndex
+from indexer.core.contacts import fold
 from indexer.core.documents import MessageState
 from indexer.core.plan import MessageRef
 from indexer.pipeline.contacts_sync import fulltext_sink, keeper
@@ -71,9 +73,10 @@ def rebuild(settings: Settings, mailbox: str) -> dict[str, Any]:
     return {"contacts written": written, "seconds": round(time.monotonic() - started, 1)}
 
 
-def baseline(path: Path) -> ModuleType:
-    """An older contacts module, loaded from a file beside the current code."""
-    spec = importlib.util.spec_from_file_location("contacts_baseline", path)
+def load_older(path: Path) -> ModuleType:
+    """An older module of the API (``git show <commit>:<path>``), loaded from a file beside
+    the current code."""
+    spec = importlib.util.spec_from_file_location(f"older_{path.stem}", path)
     if spec is None or spec.loader is None:
         raise SystemExit(f"not a Python module: {path}")
     module = importlib.util.module_from_spec(spec)
@@ -112,7 +115,13 @@ def latency(b: Backends, mailbox: str, asked: list[str], old: ModuleType | None,
             ask(p)
     with ThreadPoolExecutor(clients) as pool:
         list(pool.map(one, asked))
-    return {"clients": clients, **{name: summary(t) for name, t in times.items()}}
+    out = {"clients": clients, **{name: summary(t) for name, t in times.items()}}
+    if clients == 1:  # the engine's own time for the shipped search (``took``)
+        index = ContactsIndex(b.opensearch)
+        took = [float(index.search(mailbox, contact_list.contacts_body(
+            mailbox, fold(p), 10), b.settings.search_timeout_ms)["took"]) for p in asked]
+        out["summary: engine took"] = summary(took)
+    return out
 
 
 def write_cost(settings: Settings, docs: list[dict[str, Any]], batches: int) -> dict[str, Any]:

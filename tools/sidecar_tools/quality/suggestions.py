@@ -52,7 +52,7 @@ from indexer.settings import Settings
 from search_api import candidates as legs
 from search_api import suggest
 from search_api.backends import Backends
-from search_api.query import parse
+from search_api.query import Node, parse
 from sidecar_tools.quality import contacts_cost
 from sidecar_tools.writer.mapping import to_items
 
@@ -179,7 +179,11 @@ def timed(fn: Callable[[], Any]) -> float:
     return (time.perf_counter() - start) * 1000
 
 
-def evaluate_typos(b: Backends, triples: list[tuple[str, str, str]]) -> dict[str, Any]:
+Suggest = Callable[[Backends, str, str, Node], Any]
+
+
+def evaluate_typos(b: Backends, triples: list[tuple[str, str, str]],
+                   dym: Suggest = suggest.did_you_mean) -> dict[str, Any]:
     results: dict[str, Any] = {}
     shapes = (("alone", lambda w, t, o: t), ("beside a word", lambda w, t, o: f"{o} {t}"))
     for label, make in shapes:
@@ -190,7 +194,7 @@ def evaluate_typos(b: Backends, triples: list[tuple[str, str, str]]) -> dict[str
                 continue
             q = make(word, wrong, other)
             asked += 1
-            got = suggest.did_you_mean(b, MAILBOX, q, parse(q))
+            got = dym(b, MAILBOX, q, parse(q))
             if got is None:
                 continue
             suggested += 1
@@ -205,45 +209,52 @@ def evaluate_typos(b: Backends, triples: list[tuple[str, str, str]]) -> dict[str
             "right_of_all": round(right / asked, 3) if asked else None,
             "wrong_examples": wrong_examples,
         }
-    false = sum(suggest.did_you_mean(b, MAILBOX, w, parse(w)) is not None
+    false = sum(dym(b, MAILBOX, w, parse(w)) is not None
                 for w, _, _ in triples)
     results["correct words given a suggestion"] = f"{false}/{len(triples)}"
     return results
 
 
-def search_latency(b: Backends, queries: list[str], rounds: int) -> dict[str, Any]:
+def search_latency(b: Backends, queries: list[str], rounds: int,
+                   variants: dict[str, Suggest]) -> dict[str, Any]:
+    """The full-text page alone, then with each variant of did-you-mean beside it (as
+    ``service.search`` runs it), query by query in turn so that all see the same load."""
     pool = ThreadPoolExecutor(2)
 
     def page(q: str) -> None:
         body = legs.fulltext_body(MAILBOX, parse(q), size=20, by_date=False)
         legs.fulltext(b, MAILBOX, body)
 
-    def with_suggestion(q: str) -> None:
-        beside = pool.submit(suggest.did_you_mean, b, MAILBOX, q, parse(q))
+    def with_suggestion(q: str, dym: Suggest) -> None:
+        beside = pool.submit(dym, b, MAILBOX, q, parse(q))
         page(q)
         beside.result()
 
     for q in queries[:20]:  # warm
-        with_suggestion(q)
+        for dym in variants.values():
+            with_suggestion(q, dym)
     alone: list[float] = []
-    both: list[float] = []
+    both: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(rounds):
         for q in queries:
             alone.append(timed(lambda q=q: page(q)))  # type: ignore[misc]
-            both.append(timed(lambda q=q: with_suggestion(q)))  # type: ignore[misc]
-    return {
+            for name, dym in variants.items():
+                both[name].append(timed(lambda q=q, dym=dym: with_suggestion(q, dym)))  # type: ignore[misc]
+    out: dict[str, Any] = {
         "queries": len(alone),
-        "search p50/p99 ms": [round(pct(alone, 0.5), 1), round(pct(alone, 0.99), 1)],
-        "with did-you-mean p50/p99 ms": [round(pct(both, 0.5), 1), round(pct(both, 0.99), 1)],
-        "added p99 ms": round(pct(both, 0.99) - pct(alone, 0.99), 1),
-    }
+        "search p50/p99 ms": [round(pct(alone, 0.5), 1), round(pct(alone, 0.99), 1)]}
+    for name, times in both.items():
+        out[name] = {"with did-you-mean p50/p99 ms": [round(pct(times, 0.5), 1),
+                                                      round(pct(times, 0.99), 1)],
+                     "added p99 ms": round(pct(times, 0.99) - pct(alone, 0.99), 1)}
+    return out
 
 
 def _contacts(settings: Settings, b: Backends, found: list[MessageState],
               docs: list[dict[str, Any]], args: argparse.Namespace) -> dict[str, Any]:
     out: dict[str, Any] = {"rebuild": contacts_cost.rebuild(settings, MAILBOX)}
     asked = contacts_cost.prefixes(found, args.prefixes, args.seed)
-    old = contacts_cost.baseline(args.baseline) if args.baseline else None
+    old = contacts_cost.load_older(args.baseline) if args.baseline else None
     out["latency"] = [contacts_cost.latency(b, MAILBOX, asked, old, clients)
                       for clients in args.clients]
     if args.write_batches:
@@ -271,6 +282,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--drop", metavar="NAME", help="delete a kept namespace and exit")
     parser.add_argument("--baseline", type=Path, help="an older search_api/contacts.py to "
                         "time beside the shipped one")
+    parser.add_argument("--dym-baseline", type=Path, help="an older search_api/suggest.py "
+                        "to measure beside the shipped one")
     parser.add_argument("--clients", type=int, nargs="+", default=[1])
     parser.add_argument("--write-batches", type=int, default=0,
                         help="100-message sink batches of each kind to time (write cost)")
@@ -296,9 +309,14 @@ def main(argv: list[str]) -> int:
             index=f"{name}*", body={"index": {"requests.cache.enable": False}})
         if "typos" not in args.skip:
             triples = typo_set(docs, args.typos, args.seed)
-            report["did you mean"] = evaluate_typos(b, triples)
+            variants: dict[str, Suggest] = {"shipped": suggest.did_you_mean}
+            if args.dym_baseline:
+                variants["baseline"] = contacts_cost.load_older(args.dym_baseline).did_you_mean
+            report["did you mean"] = {name: evaluate_typos(b, triples, dym)
+                                      for name, dym in variants.items()}
+            print(json.dumps(report["did you mean"]), file=sys.stderr)  # kept if latency fails
             queries = [t for _, t, _ in triples] + [w for w, _, _ in triples]
-            report["search latency"] = search_latency(b, queries, args.rounds)
+            report["search latency"] = search_latency(b, queries, args.rounds, variants)
         if "contacts" not in args.skip:
             report["contacts"] = _contacts(settings, b, found, docs, args)
     finally:
