@@ -12,9 +12,9 @@ those messages only:
    too: a word found once beside a word found 50 times is most likely one).
 2. **Candidates one edit away**: every word one edit from a suspect (a letter deleted,
    inserted, substituted, two adjacent letters swapped: 545 for a 10-letter word) is a
-   ``term`` filter on the unstemmed subject and body, counted in one ``size: 0`` request among
-   the mailbox's messages that hold any of them: each candidate's messages, exactly. A word
-   only another mailbox holds counts 0 and is never offered.
+   ``term`` filter on the unstemmed body, counted in one ``size: 0`` request among the
+   mailbox's messages that hold any of them: each candidate's messages, exactly. A word only
+   another mailbox holds counts 0 and is never offered.
 3. **Two edits**, only for a word of six letters or more that none of those correct: a
    ``fuzzy`` query (Damerau-Levenshtein), *filtered to the mailbox*, highlights the words it
    matched in up to :data:`SAMPLE` of the mailbox's messages, and the likeliest of them are
@@ -29,11 +29,10 @@ those messages only:
 5. **Its hits**: the corrected query's count in the mailbox (the full-text query, all words),
    beside the typed one's (one request): null when it finds no more than the query did.
 
-Why candidates are generated rather than found by a fuzzy query's highlights: highlighting
-re-analyses the sampled messages' bodies (the index keeps no offsets), which made that request
-the suggestion's slowest (75 ms of ``took`` at the median on 4,000 messages, docs/quality.md);
-term lookups of the candidates cost a dictionary seek each, and count every message, not a
-sample of 30.
+Why candidates one edit away are generated rather than found by the fuzzy query's highlights:
+the sample of 30 messages missed the right word when commoner neighbours crowded it out, and
+highlighting re-analyses the sampled bodies (the index keeps no offsets); the generated words
+are counted in every message of the mailbox, for about the same time (docs/quality.md).
 
 The caller's text never becomes anything but a leaf value of these queries.
 """
@@ -68,6 +67,10 @@ CANDIDATES_PER_WORD = 4
 MAX_VARIANTS = 2_000  # words one edit away counted in one request (a 10-letter word has 545)
 LETTERS = "abcdefghijklmnopqrstuvwxyz"
 FIELDS = ("subject.exact", "clean.exact")
+# Candidates one edit away are looked up in the body only: a term filter per candidate and
+# field is a dictionary seek per segment, and the subject's words were measured to add no
+# right suggestion while doubling that request (docs/quality.md).
+VARIANT_FIELD = "clean.exact"
 _PRE, _POST = "\u0002", "\u0003"
 _MARKED = re.compile(f"{_PRE}([^{_POST}]{{1,100}}){_POST}")
 
@@ -156,17 +159,14 @@ def variants(word: str) -> set[str]:
 
 def _one_edit(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
     """Per suspect word, the words one edit away that the mailbox's messages hold, with the
-    number of its messages each is in: every such word, exactly, in one ``size: 0`` request
-    (a ``term`` filter per candidate on the unstemmed fields, counted only among the
-    mailbox's messages holding one of them)."""
+    number of its messages each is in: every such word of the bodies, exactly, in one
+    ``size: 0`` request (a ``term`` filter per candidate on the unstemmed body, counted only
+    among the mailbox's messages holding one of them)."""
     per = {w: sorted(variants(fold(w)))[:MAX_VARIANTS // len(suspects)] for w in suspects}
     every = sorted({v for vs in per.values() for v in vs})
-    within = {"bool": {"should": [{"terms": {f: every}} for f in FIELDS],
-                       "minimum_should_match": 1}}
-    named = {f"v{i}_{j}": {"bool": {"should": [{"term": {f: v}} for f in FIELDS],
-                                    "minimum_should_match": 1}}
+    named = {f"v{i}_{j}": {"term": {VARIANT_FIELD: v}}
              for i, vs in enumerate(per.values()) for j, v in enumerate(vs)}
-    found = _counts(b, mailbox, named, within)
+    found = _counts(b, mailbox, named, {"terms": {VARIANT_FIELD: every}})
     return {w: {v: found[f"v{i}_{j}"] for j, v in enumerate(vs) if found[f"v{i}_{j}"]}
             for i, (w, vs) in enumerate(per.items())}
 
