@@ -19,6 +19,7 @@ import random
 import statistics
 import sys
 import time
+import uuid
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
@@ -35,7 +36,7 @@ from indexer.settings import Settings
 from search_api import contacts as contact_list
 from search_api.backends import Backends
 
-WRITES = "eval-writes"  # the write-cost batches' mailbox
+WRITES = "eval-writes"  # the write-cost batches' mailbox (a fresh one per run: new messages)
 
 
 def pct(values: list[float], q: float) -> float:
@@ -128,9 +129,10 @@ def write_cost(settings: Settings, docs: list[dict[str, Any]], batches: int) -> 
     """Sink ``apply`` of 100-message batches: plain, then keeping the summary, in turn."""
     plain, kept = factories.fulltext_index(settings), fulltext_sink(settings)
     times: dict[str, list[float]] = {"plain": [], "keeping contacts": []}
+    mailbox = f"{WRITES}-{uuid.uuid4().hex[:8]}"
     for i in range(batches * 2):
         chunk = docs[i * 100:(i + 1) * 100]
-        batch = {MessageRef(WRITES, d["message_key"]): {**d, "mailbox_id": WRITES}
+        batch = {MessageRef(mailbox, d["message_key"]): {**d, "mailbox_id": mailbox}
                  for d in chunk}
         sink = plain if i % 2 == 0 else kept
         start = time.perf_counter()
