@@ -17,17 +17,20 @@ those messages only:
    another mailbox holds counts 0 and is never offered.
 3. **Two edits**, only for a word of six letters or more that none of those correct: a
    ``fuzzy`` query (Damerau-Levenshtein), *filtered to the mailbox*, highlights the words it
-   matched in up to :data:`SAMPLE` of the mailbox's messages, and the likeliest of them are
-   counted. The fuzzy query's expansion of the typo to dictionary terms is the shard's
-   (:data:`MAX_EXPANSIONS`), but only the mailbox's messages can match, and only words of
-   those messages are read back. (Residual, as for a prefix: which terms the expansion keeps
-   may depend on other mailboxes' words when more than :data:`MAX_EXPANSIONS` are within
-   reach, so a correction can be missed, never leaked.)
-4. **The choice**: the closest candidate by edit distance wins, then one that is the word
+   matched in up to :data:`SAMPLE` of the mailbox's messages. The fuzzy query's expansion of
+   the typo to dictionary terms is the shard's (:data:`MAX_EXPANSIONS`), but only the
+   mailbox's messages can match, and only words of those messages are read back. (Residual,
+   as for a prefix: which terms the expansion keeps may depend on other mailboxes' words when
+   more than :data:`MAX_EXPANSIONS` are within reach, so a correction can be missed, never
+   leaked.)
+4. **The choice**: the :data:`CANDIDATES_PER_WORD` likeliest candidates are counted as the
+   search counts a word (subject and body, stemmed), beside the typed query and the likeliest
+   correction (one request); the closest by edit distance wins, then one that is the word
    with two adjacent letters swapped, then the most frequent; it must be in at least
    :data:`RARER` times as many messages as the word (any, for a word the mailbox lacks).
 5. **Its hits**: the corrected query's count in the mailbox (the full-text query, all words),
-   beside the typed one's (one request): null when it finds no more than the query did.
+   from that request (or one more when the counts chose another correction): null when it
+   finds no more than the typed query did.
 
 Why candidates one edit away are generated rather than found by the fuzzy query's highlights:
 the sample of 30 messages missed the right word when commoner neighbours crowded it out, and
@@ -171,19 +174,6 @@ def _one_edit(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[
             for i, (w, vs) in enumerate(per.items())}
 
 
-def _two_edits(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
-    """Per suspect word, the mailbox's words within two edits that a fuzzy query marked in
-    a sample of its messages, the likeliest :data:`CANDIDATES_PER_WORD` with their exact
-    messages."""
-    near = _near_words(b, mailbox, suspects)
-    shortlist = {w: _closest(w, found) for w, found in near.items()}
-    named = {f"c{i}_{j}": clause(Term(c))
-             for i, w in enumerate(shortlist) for j, c in enumerate(shortlist[w])}
-    found = _counts(b, mailbox, named) if named else {}
-    return {w: {c: found[f"c{i}_{j}"] for j, c in enumerate(options)}
-            for i, (w, options) in enumerate(shortlist.items())}
-
-
 def _near_words(b: Backends, mailbox: str, suspects: list[str]) -> dict[str, dict[str, int]]:
     """Per suspect word, the mailbox's words within its edits that the fuzzy query marked,
     with the number of sampled messages each was marked in."""
@@ -281,13 +271,29 @@ def _did_you_mean(b: Backends, mailbox: str, q: str, node: Node) -> DidYouMean |
     far = [w for w in suspects
            if allowed_edits(fold(w)) == 2 and _choice(w, near[w], had[w]) is None]
     if far:
-        near.update(_two_edits(b, mailbox, far))
-    corrections = {w: c for w in suspects if (c := _choice(w, near[w], had[w])) is not None}
+        near.update(_near_words(b, mailbox, far))
+    shortlist = {w: _closest(w, found) for w, found in near.items() if found}
+    if not shortlist:
+        return None
+    # The likeliest candidates' counts as the search counts a word (subject and body,
+    # stemmed), the typed query's and (speculatively) the one of each word's likeliest, in
+    # one request; another only if the counts choose differently.
+    guess = _replaced(q, {w: options[0] for w, options in shortlist.items()})
+    named = {f"c{i}_{j}": clause(Term(c))
+             for i, w in enumerate(shortlist) for j, c in enumerate(shortlist[w])}
+    named["typed"] = build_query(node, mailbox)
+    named["guess"] = build_query(parse(guess), mailbox)
+    frequency = _counts(b, mailbox, named)
+    corrections = {
+        w: c for i, (w, options) in enumerate(shortlist.items())
+        if (c := _choice(w, {o: frequency[f"c{i}_{j}"] for j, o in enumerate(options)},
+                         had[w])) is not None
+    }
     better = _replaced(q, corrections)
     if not corrections or better == q:
         return None
-    hits = _counts(b, mailbox, {"typed": build_query(node, mailbox),
-                                "better": build_query(parse(better), mailbox)})
-    if hits["better"] <= hits["typed"]:
+    hits = (frequency["guess"] if better == guess else
+            _counts(b, mailbox, {"better": build_query(parse(better), mailbox)})["better"])
+    if hits <= frequency["typed"]:
         return None
-    return DidYouMean(q=better, hits=hits["better"])
+    return DidYouMean(q=better, hits=hits)
