@@ -21,7 +21,7 @@ from opensearchpy.exceptions import NotFoundError, TransportError
 
 from indexer.adapters.opensearch import cluster
 from indexer.adapters.opensearch.admin import IndexAdmin
-from indexer.adapters.opensearch.errors import is_transient
+from indexer.adapters.opensearch.errors import core_error
 from indexer.adapters.opensearch.reads import IndexReads
 from indexer.core.contacts import (
     ADDRESS_FIELDS,
@@ -79,11 +79,14 @@ class ContactsIndex:
         self._reader = IndexReads(self.client, self.name)
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
+        """One call, its failure classified as every OpenSearch call is (transient, refused
+        credentials, a request the engine rejects)."""
         try:
             return call()
         except Exception as exc:
-            if is_transient(exc):
-                raise TransientError(f"opensearch {what}: {exc}") from exc
+            core = core_error(exc, f"opensearch {what}")
+            if core is not None:
+                raise core from exc
             raise
 
     def ensure(self) -> None:
