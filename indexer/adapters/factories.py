@@ -67,14 +67,19 @@ def fulltext_index(settings: Settings) -> OpenSearchIndex:
     return index
 
 
+def vector_slug(settings: Settings) -> str:
+    """The configured encoder's part of its collections' names, its precision included: an
+    int8 encoder (the default) names its own (``<model>-int8``)."""
+    return model_info(with_precision(settings.embed_model, settings.embed_precision)).slug
+
+
 @_BuiltOnce
 def vector_index(settings: Settings) -> VectorIndex:
-    # the configured encoder, its precision included: an int8 one names its own collections
     model = model_info(with_precision(settings.embed_model, settings.embed_precision))
     index = VectorIndex(
         build_store(settings),
         settings.qdrant_collection,
-        model.slug,
+        vector_slug(settings),
         model.dimension,
         settings.embed_recipe,
     )

@@ -48,9 +48,8 @@ def open_engines(settings: Settings) -> Iterator[Engines]:
     store = build_store(settings)
     try:
         model = model_info(settings.embed_model)
-        vectors = VectorIndex(
-            store, settings.qdrant_collection, model.slug, model.dimension, settings.embed_recipe
-        )
+        vectors = VectorIndex(store, settings.qdrant_collection, factories.vector_slug(settings),
+                              model.dimension, settings.embed_recipe)
         vectors.ensure()
         yield Engines(factories.store(settings), factories.fulltext_index(settings), vectors)
     finally:

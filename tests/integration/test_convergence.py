@@ -26,7 +26,8 @@ from indexer.adapters.aws import clients as aws
 from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
 from indexer.adapters.dynamodb.store import DynamoStore
 from indexer.adapters.dynamodb.tables import init_tables
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.embedding.embedder import DIMENSION, Embedder
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.adapters.qdrant.index import VectorIndex
@@ -151,7 +152,7 @@ def engines(
     unique = uuid.uuid4().hex[:8]
     base = Settings(opensearch_index=f"conv-{unique}", qdrant_collection=f"conv-{unique}")
     client = EdgeStore(tmp_path_factory.mktemp("qdrant"))
-    vectors = VectorIndex(client, base.qdrant_collection, MODEL_SLUG, DIMENSION)
+    vectors = VectorIndex(client, base.qdrant_collection, vector_slug(base), DIMENSION)
     vectors.ensure()
     opensearch = OpenSearchIndex(build_opensearch(base), base.opensearch_index)
     opensearch.ensure()

@@ -21,12 +21,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.embedding.embedder import (
-    DIMENSION,
-    build_embedder,
-    model_info,
-    with_precision,
-)
+from indexer.adapters.embedding.embedder import DIMENSION, build_embedder
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.qdrant.index import build_store
 from indexer.core.documents import text_hash
 from indexer.core.recipes import Recipe, embedded_text
@@ -76,8 +72,7 @@ def _reindex(settings: Settings, *args: str) -> None:
 def _recipe_round_trip(settings: Settings, api: object, emails: list[dict[str, Any]]) -> str:
     """Default recipe → forai → default again, with the CLI; returns the rebuilt collection."""
     admin, prefix = ops.Admin(settings, 120), settings.qdrant_collection
-    # the configured encoder's slug: its precision included (int8 by default: ``-int8``)
-    slug = model_info(with_precision(settings.embed_model, settings.embed_precision)).slug
+    slug = vector_slug(settings)  # the configured encoder's, its precision included (-int8)
     default = f"{prefix}-{slug}-subject-forai"
 
     def hashes(collection: str) -> dict[str, str]:

@@ -41,7 +41,8 @@ from opensearchpy.exceptions import OpenSearchException
 from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedResponse
 
 from indexer.adapters.dynamodb.dlq import dead_letters
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.embedding.embedder import DIMENSION
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.opensearch.index import build_client
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.errors import TransientError
@@ -276,7 +277,8 @@ class Engines:
         self.settings, self.cluster = settings, cluster
         self.store = build_store(settings)
         self.os = build_client(settings)
-        self.vectors = VectorIndex(self.store, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        self.vectors = VectorIndex(self.store, settings.qdrant_collection, vector_slug(settings),
+                                   DIMENSION)
 
     def fulltext(self) -> dict[str, dict[str, Any]]:
         """BOX's documents by message key (after a refresh), through all three nodes."""

@@ -20,7 +20,8 @@ import httpx
 import pytest
 from pydantic import SecretStr
 
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.embedding.embedder import DIMENSION
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.cli.tail_cmds import build_tailer
 from indexer.core.vectors import match
@@ -135,7 +136,7 @@ def _after(settings: Settings, ddb: Any, moved: Any) -> None:
     """Both collections match the table; purge empties OTHER everywhere; tenant index."""
     store = build_store(settings)
     try:
-        index = VectorIndex(store, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index = VectorIndex(store, settings.qdrant_collection, vector_slug(settings), DIMENSION)
         want = _expected(ddb, settings)
         for name in (moved.old, moved.new):
             got = {p.payload["message_key"]: p.payload["content_hash"]

@@ -16,7 +16,8 @@ from typing import Any
 
 import pytest
 
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, model_info, with_precision
+from indexer.adapters.embedding.embedder import DIMENSION
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.cli.tail_cmds import build_tailer
 from indexer.ops import reindex_vectors as ops
@@ -100,9 +101,7 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
     )
     searches.assert_never_failed(run.window_s, run.during)
     assert load.done["delete"] and load.done["rewrite"] and load.done["store"]
-    # the configured encoder's slug: its precision included (int8 by default: ``-int8``)
-    slug = model_info(with_precision(settings.embed_model, settings.embed_precision)).slug
-    base = f"{settings.qdrant_collection}-{slug}"
+    base = f"{settings.qdrant_collection}-{vector_slug(settings)}"  # -int8 by default
     assert report.old == old == f"{base}-subject-forai"
     assert report.new == f"{base}-t32-subject-forai"  # the recipe stays the last part
     client = build_store(settings)  # the API has stopped: this process may open the store
@@ -110,7 +109,7 @@ def test_vector_reindex_under_writes_and_searches(settings: Settings, tmp_path: 
         want = _expected(ddb, settings)
         for collection in names:
             assert _points(client, collection) == want, collection
-        index = VectorIndex(client, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index = VectorIndex(client, settings.qdrant_collection, vector_slug(settings), DIMENSION)
         assert client.count(f"{report.new}-cache", None)
         assert client.aliases() == {
             index.alias: report.new,

@@ -22,7 +22,8 @@ from indexer.adapters.aws import clients as aws
 from indexer.adapters.aws.streams import iter_stream_records, latest_stream_arn
 from indexer.adapters.dynamodb.store import DynamoStore
 from indexer.adapters.dynamodb.tables import init_tables
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.embedding.embedder import DIMENSION, Embedder
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.adapters.qdrant.edge import EdgeStore
@@ -87,7 +88,7 @@ def test_the_sync_reads_and_writes_near_the_minimum(settings: Settings, tmp_path
     opensearch = OpenSearchIndex(build_opensearch(settings), settings.opensearch_index)
     opensearch.ensure()
     edge = EdgeStore(tmp_path / "qdrant")
-    vectors = VectorIndex(edge, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+    vectors = VectorIndex(edge, settings.qdrant_collection, vector_slug(settings), DIMENSION)
     vectors.ensure()
     embedder = Embedder(max_tokens=128, threads=2, batch_size=16)
     try:

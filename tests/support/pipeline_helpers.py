@@ -13,7 +13,7 @@ from indexer.adapters import factories
 from indexer.adapters.aws import clients as aws
 from indexer.adapters.aws.streams import export_records
 from indexer.adapters.dynamodb.tables import init_tables
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.embedding.embedder import DIMENSION
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.documents import text_hash
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
@@ -124,7 +124,7 @@ def qdrant_points(
 
     store = build_store(settings)
     try:
-        index = VectorIndex(store, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index = VectorIndex(store, settings.qdrant_collection, factories.vector_slug(settings), DIMENSION)
         if index.alias not in store.aliases():
             return {}
         flt = match("mailbox_id", mailbox) if mailbox is not None else None

@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from indexer.adapters import factories
 from indexer.adapters.embedding import embedder as embedder_mod
 from indexer.adapters.embedding.model_files import (
     MODEL_SLUG,
@@ -62,6 +63,10 @@ def test_int8_is_the_default_but_on_torch(monkeypatch: pytest.MonkeyPatch) -> No
     assert Settings().embed_precision == "float32"
     monkeypatch.setenv("SIDECAR_EMBED_PRECISION", "int8")
     assert Settings().embed_precision == "int8"
+    # every place that names the configured collection reads it here (the API, the workers,
+    # reconcile and purge, the benches)
+    assert factories.vector_slug(Settings()) == f"{MODEL_SLUG}-int8"
+    assert factories.vector_slug(Settings(embed_precision="float32")) == MODEL_SLUG
     with pytest.raises(ModelError, match="onnx runtime's int8 graph"):
         embedder_mod.Embedder(max_tokens=128, threads=1, batch_size=1, runtime="torch",
                               model="#int8")

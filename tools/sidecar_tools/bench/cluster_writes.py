@@ -20,7 +20,8 @@ from opensearchpy import helpers
 
 from indexer.adapters.aws import clients as aws
 from indexer.adapters.dynamodb.tables import init_tables
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+from indexer.adapters.embedding.embedder import DIMENSION
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.adapters.qdrant.index import VectorIndex, build_store
@@ -92,7 +93,7 @@ def read_points(source: Settings) -> list[PointWrite]:
     """Every point of ``source``'s collection, with its vector."""
     store = build_store(source)
     try:
-        index = VectorIndex(store, source.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index = VectorIndex(store, source.qdrant_collection, vector_slug(source), DIMENSION)
         return [PointWrite(p.id, p.vector or [], p.payload)
                 for page in store.scroll(index.alias, None, None, with_vector=True)
                 for p in page]
@@ -106,7 +107,7 @@ def write_points(points: Sequence[PointWrite], target: Settings,
     number and replication factor), in upserts of ``POINT_BATCH`` each waited for."""
     store = build_store(target)
     try:
-        index = VectorIndex(store, target.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index = VectorIndex(store, target.qdrant_collection, vector_slug(target), DIMENSION)
         index.ensure()
         written, started = 0, time.perf_counter()
         for n in copies:

@@ -55,6 +55,7 @@ from indexer.adapters.dynamodb.state import ShardCheckpoint, ShardCheckpointStor
 from indexer.adapters.dynamodb.store import DynamoStore
 from indexer.adapters.dynamodb.tables import create, init_tables, mail_table_spec
 from indexer.adapters.embedding.embedder import build_embedder, model_info
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.opensearch.family import MAPPING_VERSION
 from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.adapters.opensearch.index import build_client as build_opensearch
@@ -231,8 +232,8 @@ class _Run:
         self.sizes: dict[tuple[str, str], int] = {}
         model = model_info(settings.embed_model)
         self.vector_store = build_store(settings)
-        self.vectors = VectorIndex(self.vector_store, settings.qdrant_collection, model.slug,
-                                   model.dimension, settings.embed_recipe)
+        self.vectors = VectorIndex(self.vector_store, settings.qdrant_collection,
+                                   vector_slug(settings), model.dimension, settings.embed_recipe)
         self.vectors.ensure()
         self.embedder = build_embedder(settings)
         self.indices: list[OpenSearchIndex] = []

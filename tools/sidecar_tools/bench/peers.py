@@ -23,7 +23,8 @@ from typing import Any
 
 from opensearchpy import OpenSearch
 
-from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG, Embedder
+from indexer.adapters.embedding.embedder import DIMENSION, Embedder
+from indexer.adapters.factories import vector_slug
 from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.errors import RecordError
 from indexer.core.plan import MessageRef, Plan
@@ -66,7 +67,7 @@ def naive_peer(
     index = f"{settings.opensearch_index}-naive"
     client.indices.create(index=index, body={"settings": {"index.mapping.ignore_malformed": True}})
     qdrant = build_store(settings)
-    vectors = VectorIndex(qdrant, settings.qdrant_collection, MODEL_SLUG, DIMENSION)
+    vectors = VectorIndex(qdrant, settings.qdrant_collection, vector_slug(settings), DIMENSION)
     vectors.ensure()
     try:
         started = time.perf_counter()

@@ -210,15 +210,17 @@ def _server(settings: Settings, run_dir: Path) -> Iterator[Settings]:
 
 def copy_to_server(embedded: Settings, server: Settings) -> tuple[int, float]:
     """Every point of the embedded collection (and cache) into the server: (points, seconds)."""
-    from indexer.adapters.embedding.embedder import DIMENSION, MODEL_SLUG
+    from indexer.adapters.embedding.embedder import DIMENSION
     from indexer.adapters.qdrant.index import VectorIndex, build_store
 
     began, copied = time.perf_counter(), 0
     source, target = build_store(embedded), build_store(server)
     try:
-        index = VectorIndex(target, server.qdrant_collection, MODEL_SLUG, DIMENSION)
+        index = VectorIndex(target, server.qdrant_collection, factories.vector_slug(server),
+                            DIMENSION)
         index.ensure()
-        own = VectorIndex(source, embedded.qdrant_collection, MODEL_SLUG, DIMENSION)
+        own = VectorIndex(source, embedded.qdrant_collection,
+                          factories.vector_slug(embedded), DIMENSION)
         for src, dst in ((own.alias, index.alias), (own.cache, index.cache)):
             for page in source.scroll(src, None, None, with_vector=True):
                 target.upsert(dst, [PointWrite(p.id, p.vector or [], p.payload) for p in page])
