@@ -13,6 +13,7 @@ from typing import Any
 
 import pytest
 
+from indexer.adapters.embedding.embedder import with_precision
 from indexer.adapters.qdrant import targets as vt
 from indexer.settings import Settings
 from search_api.backends import READ_TARGET_TTL_S, Backends
@@ -39,7 +40,8 @@ def test_a_server_alias_is_resolved_once_per_ttl_and_forgotten_on_a_miss(
     index = b.vectors
     first = b.encoder.read_target()
     assert not first.cached and first.collection == index.collection
-    assert first.model == b.settings.embed_model
+    # the configured model at the configured precision (``#int8`` by default)
+    assert first.model == with_precision(b.settings.embed_model, b.settings.embed_precision)
     again = b.encoder.read_target()
     assert again.cached and again.collection == first.collection  # no aliases round trip
 
