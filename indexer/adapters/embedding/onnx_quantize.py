@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import importlib.util
 import json
+import logging
 import os
 import re
 import warnings
@@ -48,6 +49,14 @@ _FFN_IN = re.compile(r"layer\.(\d+)/intermediate/dense/MatMul$")
 _FFN_OUT = re.compile(r"layer\.(\d+)/output/dense/MatMul$")
 _ACTIVATIONS = ("BiasGelu", "Gelu", "FastGelu")
 _SAMPLES = ["a", "mips: fix the cache flush on r4k", "patch " * 300]
+
+
+class _NoPreprocessingHint(logging.Filter):
+    """Drops the quantizer's advice, logged on the root logger at every call, to run ONNX
+    Runtime's pre-processing first: the transformer optimizer already ran."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "pre-processing before quantization" not in record.getMessage()
 
 
 def can_quantize() -> bool:
@@ -146,11 +155,16 @@ def quantize(fp32_graph: Path, transformer: Path, max_len: int, target: Path) ->
                 raise RuntimeError(f"expected one feed-forward block per layer, found "
                                    f"{len(excluded) // 2}: the nodes are named otherwise")
             optimized.save_model_to_file(str(fused))  # with its com.microsoft opset
-            quantize_dynamic(
-                str(fused), str(partial), per_channel=True, weight_type=QuantType.QInt8,
-                op_types_to_quantize=["MatMul", "Attention"], nodes_to_exclude=excluded,
-                extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
-            )
+            hint = _NoPreprocessingHint()  # the optimizer above is that pre-processing
+            logging.getLogger().addFilter(hint)
+            try:
+                quantize_dynamic(
+                    str(fused), str(partial), per_channel=True, weight_type=QuantType.QInt8,
+                    op_types_to_quantize=["MatMul", "Attention"], nodes_to_exclude=excluded,
+                    extra_options={"DefaultTensorType": onnx.TensorProto.FLOAT},
+                )
+            finally:
+                logging.getLogger().removeFilter(hint)
         _check_int8(partial, fp32_graph, transformer, max_len)
         partial.replace(target)
     finally:
