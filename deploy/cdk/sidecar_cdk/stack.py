@@ -75,7 +75,8 @@ class SidecarStack(cdk.Stack):
             description="mail-search-sidecar: export bucket, alarm topic, cursor key",
         )
 
-        # The sidecar's own table, as `sidecar init` defines it (indexer/adapters/dynamodb/tables.py).
+        # The sidecar's own table, as `sidecar init` defines it
+        # (indexer/adapters/dynamodb/tables.py).
         self.state_table = dynamodb.Table(
             self, "StateTable", table_name=cfg.state_table,
             partition_key=dynamodb.Attribute(name="PK", type=dynamodb.AttributeType.STRING),
