@@ -193,12 +193,15 @@ def configure_unless_configured(level: int = logging.INFO) -> None:
 def refuse(problem: str) -> None:
     """A command refusing to start (a table missing, a setting wrong): ``error: <problem>`` on
     stderr for a person at a terminal; anywhere else (a container's log, a pipe) one JSON line
-    at error, as every other line there."""
+    at error, as every other line there. Written to the ``sys.stderr`` of the moment (not
+    through a handler bound to the stderr of when logging was set up), so a caller that
+    captures stderr — a test runner, an embedding process — gets the line."""
     if sys.stderr.isatty():
         print(f"error: {problem}", file=sys.stderr)
         return
-    configure_unless_configured(logging.WARNING)
-    logging.getLogger("sidecar").error("error: %s", problem)
+    record = logging.LogRecord("sidecar", logging.ERROR, __file__, 0, "error: %s", (problem,),
+                               None)
+    print(JsonFormatter().format(record), file=sys.stderr, flush=True)
 
 
 def configure_lambda(level: int = logging.INFO) -> None:
