@@ -25,6 +25,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from indexer.adapters.opensearch.family import MAPPING_VERSION
 from indexer.adapters.opensearch.index import OpenSearchIndex
@@ -36,6 +37,8 @@ from search_api.query.more_like_this import LIKED_BODY_ANALYZER
 # How long the read index is taken to have (or lack) the liked-body analyzer: a reindex that
 # adds it is used within this; a rollback to an index without it is read whole after it.
 LIKED_ANALYZER_TTL_S = 10.0
+
+T = TypeVar("T")
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +122,25 @@ def mapping_warning(index: OpenSearchIndex, code: int = MAPPING_VERSION) -> str 
     return MAPPING_CODES[key]
 
 
+class _Recent(Generic[T]):
+    """A fact of the live mapping, asked of the cluster at most once per ``ttl_s`` (a reindex
+    that changes it is seen within that) and kept between."""
+
+    def __init__(self, ask: Callable[[], T], ttl_s: float) -> None:
+        self._ask, self._ttl_s = ask, ttl_s
+        self._known: tuple[float, T] | None = None
+
+    def get(self) -> T:
+        now = time.monotonic()
+        known = self._known
+        if known is not None and now - known[0] < self._ttl_s:
+            return known[1]
+        with naming("opensearch"):
+            value = self._ask()
+        self._known = (now, value)
+        return value
+
+
 class MappingFacts:
     """What the live mapping offers that a query may use (the liked-body analyzer, the
     phrase-prefix fields), asked of the cluster once per :data:`LIKED_ANALYZER_TTL_S` and
@@ -126,32 +148,23 @@ class MappingFacts:
 
     def __init__(self, index: Callable[[], OpenSearchIndex]) -> None:
         self._index = index
-        self._liked: tuple[float, str | None] | None = None
-        self._prefixed: tuple[float, bool] | None = None
+        self._liked = _Recent(self._ask_liked, LIKED_ANALYZER_TTL_S)
+        self._prefixed = _Recent(self._ask_prefixed, LIKED_ANALYZER_TTL_S)
 
     def liked_body_analyzer(self) -> str | None:
         """The analyzer "similar" reads a liked body with, where every index behind the read
-        alias defines it (mapping version 5 on), else None (the whole body, as before); asked
-        of the cluster once per :data:`LIKED_ANALYZER_TTL_S`."""
-        now = time.monotonic()
-        known = self._liked
-        if known is not None and now - known[0] < LIKED_ANALYZER_TTL_S:
-            return known[1]
-        with naming("opensearch"):
-            found = self._index().has_analyzer(LIKED_BODY_ANALYZER)
-        self._liked = (now, LIKED_BODY_ANALYZER if found else None)
-        return self._liked[1]
+        alias defines it (mapping version 5 on), else None (the whole body, as before)."""
+        return self._liked.get()
 
     def prefix_fields_indexed(self) -> bool:
         """Whether every index behind the read alias has mapping v6's prefix fields (named
-        ``<alias>-v<N>``, N >= 6; no index yet: nothing to expand), asked once per
-        :data:`LIKED_ANALYZER_TTL_S`. An index of an unknown name is taken as lacking them."""
-        now = time.monotonic()
-        known = self._prefixed
-        if known is not None and now - known[0] < LIKED_ANALYZER_TTL_S:
-            return known[1]
-        with naming("opensearch"):
-            state = check(self._index())
-        found = all(v is not None and v >= PREFIX_FIELDS_VERSION for v in state.live.values())
-        self._prefixed = (now, found)
-        return found
+        ``<alias>-v<N>``, N >= 6; no index yet: nothing to expand). An index of an unknown
+        name is taken as lacking them."""
+        return self._prefixed.get()
+
+    def _ask_liked(self) -> str | None:
+        return LIKED_BODY_ANALYZER if self._index().has_analyzer(LIKED_BODY_ANALYZER) else None
+
+    def _ask_prefixed(self) -> bool:
+        state = check(self._index())
+        return all(v is not None and v >= PREFIX_FIELDS_VERSION for v in state.live.values())

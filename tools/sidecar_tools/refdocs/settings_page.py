@@ -4,6 +4,7 @@ default, constraints and description (the field's own text is the one documentat
 from __future__ import annotations
 
 import json
+import sys
 import types
 from pathlib import Path
 from typing import Any, Literal, Union, get_args, get_origin
@@ -111,8 +112,6 @@ def _default(field: FieldInfo) -> str:
 
 def _first_paragraph(cls: type) -> str:
     """The group module's opening paragraph, on one line."""
-    import sys
-
     doc = sys.modules[cls.__module__].__doc__ or ""
     return " ".join(doc.split("\n\n")[0].split())
 
