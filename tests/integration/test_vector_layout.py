@@ -1,7 +1,8 @@
 """The vector collections' layout (issue 39): per-tenant graphs and int8 vectors, both backends.
 
 New collections are created with ``m`` 0 / ``payload_m`` 16 (one graph per mailbox on the
-``is_tenant`` index) and int8 scalar quantization in RAM with the float32 originals on disk;
+``is_tenant`` index), int8 scalar quantization in RAM with the float32 originals on disk and
+the other keyword indexes on disk;
 searches rescore with the originals. A collection of the layout before (float32, global
 graph) keeps working beside them: the same store searches both, and both agree with an exact
 search of the same mailbox. Recall at scale is measured by ``sidecar bench-tenants``.
@@ -62,16 +63,25 @@ def _config(kind: str, store: Any, collection: str) -> dict[str, Any]:
         found: dict[str, Any] = json.loads(
             (store.root / "collections" / collection / "edge_config.json").read_text())
         vectors, hnsw = found["vectors"][""], found.get("hnsw_config") or {}
+        folder = store.root / "collections" / collection / "segments"
+        fields: dict[str, Any] = {}
+        for seg in folder.glob("*/payload_index/config.json"):  # the segments agree
+            fields.update(json.loads(seg.read_text())["indexed_fields"])
         # no hnsw_config: the engine's default graph (m 16, no payload_m)
         return {"m": hnsw.get("m", 16), "payload_m": hnsw.get("payload_m"),
                 "quantization": vectors.get("quantization_config"),
-                "on_disk": bool(vectors.get("on_disk"))}
-    info = store.client.get_collection(collection).config
+                "on_disk": bool(vectors.get("on_disk")),
+                "keyword_on_disk": {k: isinstance(v, dict) and bool(v.get("on_disk"))
+                                    for k, v in fields.items()}}
+    whole = store.client.get_collection(collection)
+    info = whole.config
     quantization = info.quantization_config
     return {"m": info.hnsw_config.m, "payload_m": info.hnsw_config.payload_m,
             "quantization": None if quantization is None else quantization.model_dump(
                 exclude_none=True, mode="json"),
-            "on_disk": bool(info.params.vectors.on_disk)}
+            "on_disk": bool(info.params.vectors.on_disk),
+            "keyword_on_disk": {k: bool(getattr(v.params, "on_disk", None))
+                                for k, v in (whole.payload_schema or {}).items()}}
 
 
 def test_new_collections_get_tenant_graphs_and_int8(both: tuple[str, Any, Any]) -> None:
@@ -83,8 +93,11 @@ def test_new_collections_get_tenant_graphs_and_int8(both: tuple[str, Any, Any]) 
     assert (made["m"], made["payload_m"], made["on_disk"]) == (0, 16, True)
     assert made["quantization"] == {
         "scalar": {"type": "int8", "quantile": 0.99, "always_ram": True}}
+    # the per-point keyword index off the heap, the tenant index (every search) in RAM
+    assert made["keyword_on_disk"] == {"mailbox_id": False, "thread_key": True}
     before = _config(kind, old, f"{name}-old")
     assert before["quantization"] is None and before["m"] == 16 and not before["on_disk"]
+    assert before["keyword_on_disk"] == {"mailbox_id": False, "thread_key": False}
 
 
 def _filled(store: VectorStore, name: str, rng: random.Random) -> None:

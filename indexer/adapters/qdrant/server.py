@@ -164,6 +164,8 @@ class ServerStore:
         return {c.name for c in self._do(self.client.get_collections).collections}
 
     def create(self, collection: str, dim: int, keyword_fields: Sequence[str]) -> None:
+        """The collection and its payload indexes; an index already there is left as it was
+        built (re-creating it with other parameters would rebuild it)."""
         if not self._do(self.client.collection_exists, collection_name=collection):
             params = models.VectorParams(size=dim, distance=models.Distance.COSINE,
                                          on_disk=True if self.compact else None)
@@ -171,12 +173,19 @@ class ServerStore:
                 {"hnsw_config": TENANT_HNSW, "quantization_config": INT8} if self.compact else {})
             self._do(self.client.create_collection, collection_name=collection,
                      vectors_config=params, **tuned, **self.layout)
+        info = self._do(self.client.get_collection, collection_name=collection)
+        have = set(info.payload_schema or {})
         tenant = models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True)
+        # the other keyword indexes (thread and message keys: a value per point) on disk in the
+        # compact layout: in RAM they were 0.68 KB of every point's 1.4 KB (capacity.md)
+        lookup: Any = (models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, on_disk=True)
+                       if self.compact else models.PayloadSchemaType.KEYWORD)
         fields: list[tuple[str, Any]] = [("mailbox_id", tenant)]
-        fields += [(f, models.PayloadSchemaType.KEYWORD) for f in keyword_fields]
+        fields += [(f, lookup) for f in keyword_fields]
         for name, schema in fields:
-            self._do(self.client.create_payload_index, collection_name=collection,
-                     field_name=name, field_schema=schema, wait=True)
+            if name not in have:
+                self._do(self.client.create_payload_index, collection_name=collection,
+                         field_name=name, field_schema=schema, wait=True)
 
     def drop(self, collection: str) -> None:
         if self._do(self.client.collection_exists, collection_name=collection):
