@@ -11,18 +11,23 @@ a lightly loaded run here measured (full text p99 5.9 s, vectors 5.3 s at load 2
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
 
 from indexer.settings import Settings
+from sidecar_tools.bench import freshness_phases
 from sidecar_tools.bench.freshness import FreshnessOptions, emails, run
+from sidecar_tools.bench.freshness_floor import floor_markdown, run_floor
 from sidecar_tools.bench.freshness_report import (
     Task,
     Written,
     breakdown,
     markdown,
     met_targets,
+    phases,
+    stream_calls,
 )
 from tests.conftest import CORPORA
 
@@ -46,6 +51,62 @@ def test_breakdown_parts_add_up() -> None:
     assert got["task"]["p99_s"] == pytest.approx(0.3)
     assert got["visible"]["p99_s"] == pytest.approx(0.6)
     assert got["not_searchable"] == 0
+
+
+def test_the_stream_part_splits_at_the_tailers_read(tmp_path: Path) -> None:
+    """The tailer's ``read`` events (when a page naming the message came back) split the
+    stream part; ``describe`` and empty pages are only counted as calls."""
+    ref = ("a@x.org", "k1")
+    events = tmp_path / "events.jsonl"
+    events.write_text("\n".join(json.dumps(e) for e in [
+        {"ev": "describe", "t": 10.01, "began": 10.0, "id": "", "stage": "tailer", "refs": []},
+        {"ev": "read", "t": 10.05, "began": 10.04, "id": "", "stage": "tailer", "refs": [],
+         "n": 0},
+        {"ev": "read", "t": 10.3, "began": 10.25, "id": "", "stage": "tailer",
+         "refs": [list(ref)], "n": 3},
+        {"ev": "read", "t": 10.9, "began": 10.8, "id": "", "stage": "tailer",
+         "refs": [list(ref)], "n": 1},  # a later record of the message: not its first read
+    ]) + "\n", encoding="utf-8")
+    calls = stream_calls(events)
+    assert calls.first_read == {ref: 10.3}
+    assert sorted(calls.seconds) == ["describe_stream", "get_records (empty)",
+                                     "get_records (records)"]
+    tasks = {"t": Task("fulltext", [ref], published=10.5, started=10.6, ended=10.9)}
+    got = breakdown([Written(ref, 9.9, 9.95, 10.0)], {ref: 11.5}, tasks, "fulltext",
+                    calls.first_read)
+    assert got["to_read"]["p99_s"] == pytest.approx(0.3)
+    assert got["read_sent"]["p99_s"] == pytest.approx(0.2)
+
+
+def test_task_phases_tell_the_first_read_from_the_verify() -> None:
+    """Per task, each phase's calls added up; the table's first read apart from the reads
+    after the write."""
+    tasks = {"t": Task("fulltext", [("a", "k")], ended=1.0,
+                       phases={"table read": [0.02, 0.01, 0.03], "bulk": [0.05]}),
+             "v": Task("vectors", [("a", "k")], ended=1.0, phases={"table read": [0.5]})}
+    got = phases(tasks, "fulltext")
+    assert got["table read"]["p50_s"] == pytest.approx(0.02)
+    assert got["verify read"]["p50_s"] == pytest.approx(0.04)
+    assert got["bulk"]["n"] == 1
+
+
+def test_a_timed_phase_passes_results_and_errors_through() -> None:
+    calls: list[int] = []
+
+    def work(x: int) -> int:
+        calls.append(x)
+        if x < 0:
+            raise ValueError("negative")
+        return x * 2
+
+    freshness_phases.take()
+    timed = freshness_phases._timed("work", work)
+    assert timed(3) == 6
+    with pytest.raises(ValueError, match="negative"):
+        timed(-1)
+    taken = freshness_phases.take()
+    assert calls == [3, -1] and len(taken["work"]) == 2
+    assert freshness_phases.take() == {}
 
 
 def test_replayed_mail_is_new_text() -> None:
@@ -78,3 +139,16 @@ def test_freshness_at_5_per_second(settings: Settings, tmp_path: Path) -> None:
     print(f"issue targets met: {met_targets(result)}")
     assert result["fulltext"]["total"]["p99_s"] < REGRESSION_P99_S["fulltext"], report
     assert result["vectors"]["total"]["p99_s"] < REGRESSION_P99_S["vectors"], report
+
+
+@pytest.mark.stack
+@pytest.mark.timeout(120)
+def test_the_store_alone_gives_back_every_message(settings: Settings, tmp_path: Path) -> None:
+    """``--store-alone``: the writer and a bare reader, no sidecar process; every written
+    message comes back from the stream and is read once from the table."""
+    opts = FreshnessOptions(rate=5.0, seconds=2.0, workdir=tmp_path / "floor")
+    result = run_floor(opts, settings, lambda _line: None)
+    print(floor_markdown(result))
+    assert result["written"] == 10 and result["never_read"] == 0
+    assert result["to_read"]["n"] == 10
+    assert result["calls"]["table read (one message)"]["n"] == 10

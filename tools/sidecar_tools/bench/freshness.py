@@ -50,6 +50,7 @@ from sidecar_tools.bench.freshness_report import (
     first_ends,
     read_events,
     stats,
+    stream_calls,
 )
 from sidecar_tools.bench.freshness_watch import (
     Processes,
@@ -78,6 +79,8 @@ class FreshnessOptions:
     drain_s: float = 600.0  # after the last write, how long to wait for the stragglers
     workdir: Path = Path(".sidecar/bench/freshness")
     keep: bool = False  # keep the run's table, index and store afterwards
+    fulltext_concurrency: int = 1  # processes of the full-text worker (`sidecar worker`'s)
+    ablate: str = ""  # "contacts": the full-text task keeps no contact summary (measurement)
 
 
 # -- the mail ---------------------------------------------------------------------------------
@@ -215,7 +218,8 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
     server = bool(settings.qdrant_url)
     say(f"run {run_id}: {count} messages at {opts.rate:g}/s, tail --stage {opts.stage}, "
         f"vectors {'on a Qdrant server' if server else 'embedded'}; processes log {log}")
-    procs = start_processes(settings, opts.stage, events, log)
+    procs = start_processes(settings, opts.stage, events, log,
+                            fulltext_concurrency=opts.fulltext_concurrency, ablate=opts.ablate)
     load_before = os.getloadavg()
     fulltext, vectors = Seen(), Seen()
     stop = threading.Event()
@@ -274,6 +278,7 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         if not opts.keep:
             _clean(settings)
     tasks = read_events(events)
+    calls = stream_calls(events)
     vector_seen = vectors.found if server else first_ends(tasks, "vectors")
     lateness = [w.began - w.due for w in written]
     result: dict[str, Any] = {
@@ -281,6 +286,8 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         "rate": opts.rate,
         "seconds": opts.seconds,
         "stage": opts.stage,
+        "fulltext_concurrency": opts.fulltext_concurrency,
+        "ablate": opts.ablate,
         "corpus": str(opts.corpus or DEMO_CORPUS),
         "vector_store": "server" if server else "embedded",
         "vector_searchable": "polled" if server else "vectors task end",
@@ -291,8 +298,9 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         "achieved_rate": len(written) / write_s if write_s > 0 else 0.0,
         "write_call": stats([w.ended - w.began for w in written]),
         "writer_late": stats(lateness),
-        "fulltext": breakdown(written, fulltext.found, tasks, "fulltext"),
-        "vectors": breakdown(written, vector_seen, tasks, "vectors"),
+        "fulltext": breakdown(written, fulltext.found, tasks, "fulltext", calls.first_read),
+        "vectors": breakdown(written, vector_seen, tasks, "vectors", calls.first_read),
+        "stream_calls": {name: stats(v) for name, v in sorted(calls.seconds.items())},
         "load_1m": [round(load_before[0], 2), round(load_after[0], 2)],
         "cpus": os.cpu_count(),
         "poll_errors": dict(errors),

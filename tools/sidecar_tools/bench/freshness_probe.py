@@ -7,11 +7,15 @@ workers' pool children share one file):
 
 - ``publish`` (``after_task_publish``, in the tailer): the task is in the broker;
 - ``start`` / ``end`` (``task_prerun`` / ``task_postrun``, in a worker's pool child): the task's
-  work begins and ends; ``end`` carries the task's own result (its ``seconds``, ``embed_s``).
+  work begins and ends; ``end`` carries the task's own result (its ``seconds``, ``embed_s``)
+  and, in a worker, the seconds of each call to the table and the engines
+  (:mod:`sidecar_tools.bench.freshness_phases`).
 
 Each line has the wall-clock time (``time.time()``: one host, one clock), the task id, its
 stage and the message refs of its payload. Nothing of the product is changed or wrapped: the
-receivers only observe, and the command runs as ``sidecar`` / ``celery`` would run it.
+receivers only observe (the phases add a timer around a few adapter calls), and the command
+runs as ``sidecar`` / ``celery`` would run it — except under ``$SIDECAR_FRESHNESS_ABLATE=contacts``,
+a measurement's ablation: the full-text task then keeps no contact summary.
 """
 
 from __future__ import annotations
@@ -22,7 +26,10 @@ import sys
 import time
 from typing import Any
 
+from sidecar_tools.bench import freshness_phases
+
 ENV = "SIDECAR_FRESHNESS_LOG"
+ABLATE_ENV = "SIDECAR_FRESHNESS_ABLATE"
 STAGES = {"sidecar.fulltext": "fulltext", "sidecar.vectors": "vectors"}
 
 
@@ -64,6 +71,7 @@ def install(path: str) -> Recorder:
     def started(task_id: Any = None, task: Any = None, args: Any = None, **_: Any) -> None:
         stage = STAGES.get(getattr(task, "name", ""))
         if stage is not None:
+            freshness_phases.take()  # a fresh start: nothing of an earlier task
             rec.write("start", str(task_id), stage, _refs(args))
 
     def ended(task_id: Any = None, task: Any = None, args: Any = None, retval: Any = None,
@@ -74,7 +82,7 @@ def install(path: str) -> Recorder:
         result = retval if isinstance(retval, dict) else {}
         rec.write("end", str(task_id), stage, _refs(args), state=str(state),
                   seconds=result.get("seconds"), embed_s=result.get("embed_s"),
-                  embedded=result.get("embedded"))
+                  embedded=result.get("embedded"), phases=freshness_phases.take())
 
     after_task_publish.connect(published, weak=False)
     task_prerun.connect(started, weak=False)
@@ -85,14 +93,18 @@ def install(path: str) -> Recorder:
 def main() -> None:
     """``freshness_probe sidecar ARGS`` or ``freshness_probe celery ARGS``."""
     program, *args = sys.argv[1:]
-    install(os.environ[ENV])
+    recorder = install(os.environ[ENV])
     sys.argv = [program, *args]
     if program == "celery":
         from celery.__main__ import main as celery_main
 
+        freshness_phases.install(without_contacts=os.environ.get(ABLATE_ENV) == "contacts")
+
         celery_main()
     elif program == "sidecar":
         from indexer.cli.main import app
+
+        freshness_phases.install_tailer(recorder)
 
         app()
     else:

@@ -6,7 +6,8 @@ from __future__ import annotations
 
 import json
 import math
-from dataclasses import dataclass
+from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -34,18 +35,26 @@ class Task:
     started: float | None = None
     ended: float | None = None
     embed_s: float = 0.0
+    phases: dict[str, list[float]] = field(default_factory=dict)
 
 
-def read_events(path: Path) -> dict[str, Task]:
-    """The probe's lines by task id: first publish, first start, first successful end."""
-    tasks: dict[str, Task] = {}
+def _events(path: Path, kinds: tuple[str, ...]) -> Iterator[dict[str, Any]]:
+    """The probe's readable lines of these kinds (``ev``), in order."""
     if not path.exists():
-        return tasks
+        return
     for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
         try:
             ev = json.loads(line)
         except ValueError:
             continue
+        if isinstance(ev, dict) and ev.get("ev") in kinds:
+            yield ev
+
+
+def read_events(path: Path) -> dict[str, Task]:
+    """The probe's lines by task id: first publish, first start, first successful end."""
+    tasks: dict[str, Task] = {}
+    for ev in _events(path, ("publish", "start", "end")):
         refs = [(str(r[0]), str(r[1])) for r in ev.get("refs", []) if len(r) >= 2]
         task = tasks.setdefault(ev["id"], Task(ev["stage"], refs))
         if not task.refs:
@@ -58,7 +67,31 @@ def read_events(path: Path) -> dict[str, Task]:
         elif ev["ev"] == "end" and task.ended is None and ev.get("state") == "SUCCESS":
             task.ended = t
             task.embed_s = float(ev.get("embed_s") or 0.0)
+            task.phases = {str(k): [float(x) for x in v]
+                           for k, v in (ev.get("phases") or {}).items()}
     return tasks
+
+
+@dataclass
+class StreamCalls:
+    """The tailer's stream calls: per message, when the first page naming it was returned;
+    each call's seconds (``get_records`` with records, empty, ``describe_stream``)."""
+
+    first_read: dict[Ref, float] = field(default_factory=dict)
+    seconds: dict[str, list[float]] = field(default_factory=dict)
+
+
+def stream_calls(path: Path) -> StreamCalls:
+    calls = StreamCalls()
+    for ev in _events(path, ("read", "describe")):
+        t, took = float(ev["t"]), float(ev["t"]) - float(ev.get("began", ev["t"]))
+        kind = ("describe_stream" if ev["ev"] == "describe"
+                else "get_records (records)" if ev.get("n") else "get_records (empty)")
+        calls.seconds.setdefault(kind, []).append(took)
+        for r in ev.get("refs", []):
+            ref = (str(r[0]), str(r[1]))
+            calls.first_read[ref] = min(calls.first_read.get(ref, math.inf), t)
+    return calls
 
 
 def first_tasks(tasks: dict[str, Task], stage: str) -> dict[Ref, Task]:
@@ -93,11 +126,13 @@ def stats(values: list[float]) -> dict[str, float]:
 
 
 def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str, Task],
-              stage: str) -> dict[str, Any]:
-    """Per message of ``stage``: total and its parts (see the module docstring)."""
+              stage: str, reads: dict[Ref, float] | None = None) -> dict[str, Any]:
+    """Per message of ``stage``: total and its parts (see the module docstring); with
+    ``reads`` (:attr:`StreamCalls.first_read`) the stream part split at the tailer's read."""
     first = first_tasks(tasks, stage)
-    parts: dict[str, list[float]] = {k: [] for k in ("total", "stream", "queue", "task",
-                                                     "embed", "visible")}
+    reads = reads or {}
+    parts: dict[str, list[float]] = {k: [] for k in ("total", "stream", "to_read", "read_sent",
+                                                     "queue", "task", "embed", "visible")}
     missing = 0
     for w in written:
         if stage == "vectors" and not w.has_vector:
@@ -111,6 +146,10 @@ def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str
         if task is None or task.published is None:
             continue
         parts["stream"].append(task.published - w.ended)
+        read = reads.get(w.ref)
+        if read is not None and read <= task.published:
+            parts["to_read"].append(read - w.ended)
+            parts["read_sent"].append(task.published - read)
         if task.started is not None:
             parts["queue"].append(task.started - task.published)
             if task.ended is not None:
@@ -121,15 +160,34 @@ def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str
     result: dict[str, Any] = {k: stats(v) for k, v in parts.items()
                               if v and (k != "embed" or stage == "vectors")}
     result["not_searchable"] = missing
+    result["phases"] = phases(tasks, stage)
     batches = [len(t.refs) for t in tasks.values() if t.stage == stage and t.refs]
     result["tasks"] = len(batches)
     result["messages_per_task"] = sum(batches) / len(batches) if batches else 0.0
     return result
 
 
+def phases(tasks: dict[str, Task], stage: str) -> dict[str, dict[str, float]]:
+    """Per task of ``stage`` that ended, the seconds of each phase (its calls added up; the
+    table's first read apart from the verify reads after the write)."""
+    per: dict[str, list[float]] = {}
+    for task in tasks.values():
+        if task.stage != stage or task.ended is None or not task.phases:
+            continue
+        split = dict(task.phases)
+        reads = split.pop("table read", [])
+        if reads:
+            split["table read"], split["verify read"] = reads[:1], reads[1:]
+        for name, calls in split.items():
+            per.setdefault(name, []).append(sum(calls))
+    return {name: stats(values) for name, values in sorted(per.items())}
+
+
 # -- the report -------------------------------------------------------------------------------
 
 PARTS = (("stream", "stream: written → task published"),
+         ("to_read", "of it: written → returned by get_records"),
+         ("read_sent", "of it: returned → task published"),
          ("queue", "queue: published → worker starts"),
          ("task", "task: read + bulk/upsert + verify"),
          ("embed", "of it: embedding"),
@@ -168,11 +226,29 @@ def markdown(results: list[dict[str, Any]]) -> str:
                 if s and s["n"]:
                     lines.append(f"| {r['rate']:g} | {stage} | {label} | {_ms(s['mean_s'])} | "
                                  f"{_ms(s['p50_s'])} | {_ms(s['p95_s'])} | {_ms(s['p99_s'])} |")
+    lines += ["", "| rate | index | task phase (per task) | tasks | mean ms | p50 ms | p95 ms "
+              "| p99 ms |", "|---:|---|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        for stage in ("fulltext", "vectors"):
+            for name, s in r[stage].get("phases", {}).items():
+                if s.get("n"):
+                    lines.append(f"| {r['rate']:g} | {stage} | {name} | {s['n']} | "
+                                 f"{_ms(s['mean_s'])} | {_ms(s['p50_s'])} | {_ms(s['p95_s'])} | "
+                                 f"{_ms(s['p99_s'])} |")
+    lines += ["", "| rate | tailer's stream call | calls | mean ms | p50 ms | p95 ms | p99 ms |",
+              "|---:|---|---:|---:|---:|---:|---:|"]
+    for r in results:
+        for name, s in r.get("stream_calls", {}).items():
+            if s.get("n"):
+                lines.append(f"| {r['rate']:g} | {name} | {s['n']} | {_ms(s['mean_s'])} | "
+                             f"{_ms(s['p50_s'])} | {_ms(s['p95_s'])} | {_ms(s['p99_s'])} |")
     lines.append("")
     for r in results:
         lines.append(
             f"- {r['rate']:g}/s: {r['written']} messages in {r['write_s']:.0f}s, tail --stage "
-            f"{r['stage']}; full text {r['fulltext']['tasks']} tasks "
+            f"{r['stage']}, full-text worker processes {r.get('fulltext_concurrency', 1)}"
+            + (f", ablated: {r['ablate']}" if r.get("ablate") else "")
+            + f"; full text {r['fulltext']['tasks']} tasks "
             f"({r['fulltext']['messages_per_task']:.1f} msgs each), vectors "
             f"{r['vectors']['tasks']} tasks ({r['vectors']['messages_per_task']:.1f}); write "
             f"call p50 {_ms(r['write_call'].get('p50_s'))} ms, writer late p99 "

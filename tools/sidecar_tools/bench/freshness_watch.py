@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from indexer.settings import Settings, to_env
+from sidecar_tools.bench.freshness_probe import ABLATE_ENV
 from sidecar_tools.bench.freshness_probe import ENV as PROBE_ENV
 from sidecar_tools.bench.freshness_report import (
     Ref,
@@ -56,14 +57,20 @@ class Processes:
                 proc.wait()
 
 
-def start_processes(settings: Settings, stage: str, events: Path, log: Path) -> Processes:
-    """One worker per queue, then ``sidecar tail``, each under the probe."""
+def start_processes(settings: Settings, stage: str, events: Path, log: Path, *,
+                    fulltext_concurrency: int = 1, ablate: str = "") -> Processes:
+    """One worker per queue (the full-text one with ``fulltext_concurrency`` processes, as
+    ``sidecar worker --concurrency``), then ``sidecar tail``, each under the probe;
+    ``ablate="contacts"``: the full-text task keeps no contact summary (a measurement's
+    ablation, :mod:`sidecar_tools.bench.freshness_phases`)."""
     from indexer.pipeline.workers import ROLES, worker_argv
 
-    env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", PROBE_ENV: str(events)}
+    env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", PROBE_ENV: str(events),
+           ABLATE_ENV: ablate}
     procs = Processes()
     for role in ROLES:
-        procs.start(_probe_argv(worker_argv(settings, role, 1, "WARNING")), env, log)
+        concurrency = fulltext_concurrency if role == "fulltext" else 1
+        procs.start(_probe_argv(worker_argv(settings, role, concurrency, "WARNING")), env, log)
     procs.start(_probe_argv(["tail", "--stage", stage, "--metrics-port", "0"]), env, log)
     return procs
 

@@ -226,6 +226,14 @@ def bench_freshness(
     workdir: Annotated[Path, typer.Option(help="Scratch space (the probe's events).")] = Path(
         ".sidecar/bench/freshness"
     ),
+    fulltext_concurrency: Annotated[int, typer.Option(
+        min=1, help="Processes of the full-text worker (`sidecar worker --concurrency`).")] = 1,
+    ablate: Annotated[str, typer.Option(
+        help="`contacts`: the full-text task keeps no contact summary (a measurement of what "
+             "the summary costs; never a configuration).")] = "",
+    store_alone: Annotated[bool, typer.Option(
+        help="Run no sidecar process: the same writes, and a bare reader of the stream and "
+             "the table (the store's floor under the stream and task parts).")] = False,
 ) -> None:
     """Freshness through the real `sidecar tail` path: a steady write rate into a table of the
     run's own, the tailer and one worker per queue as processes; per message, store write to
@@ -236,10 +244,25 @@ def bench_freshness(
 
     if stage not in ("all", "each"):
         raise typer.BadParameter("--stage must be all or each")
+    if ablate not in ("", "contacts"):
+        raise typer.BadParameter("--ablate must be contacts (or left out)")
+    if store_alone:
+        from sidecar_tools.bench.freshness_floor import floor_markdown, run_floor
+
+        floors = [run_floor(FreshnessOptions(rate=r, seconds=seconds, corpus=corpus,
+                                             workdir=workdir), get_settings(),
+                            lambda line: console.print(f"[dim]freshness:[/] {line}"))
+                  for r in rate]
+        if json_out is not None:
+            json_out.parent.mkdir(parents=True, exist_ok=True)
+            json_out.write_text(json.dumps(floors, indent=2) + "\n", encoding="utf-8")
+        print("\n\n".join(floor_markdown(f) for f in floors))
+        return
     results = []
     for r in rate:
         opts = FreshnessOptions(rate=r, seconds=seconds, corpus=corpus, stage=stage,
-                                poll_s=poll_s, drain_s=drain_s, workdir=workdir)
+                                poll_s=poll_s, drain_s=drain_s, workdir=workdir,
+                                fulltext_concurrency=fulltext_concurrency, ablate=ablate)
         results.append(run(opts, get_settings(),
                            lambda line: console.print(f"[dim]freshness:[/] {line}")))
     if json_out is not None:
