@@ -47,8 +47,10 @@ class CeleryLevel(StrEnum):
 def worker(
     role: Annotated[Role, typer.Option(help="The queues to consume.")] = Role.ALL,
     concurrency: Annotated[
-        int, typer.Option(help="Processes per role (vectors: 1 when embedded).")
-    ] = 1,
+        int | None, typer.Option(min=1, help="Processes per role (default: full text 2, its "
+                                 "batches mostly wait on I/O; vectors 1, and always 1 when "
+                                 "embedded).")
+    ] = None,
     loglevel: Annotated[
         CeleryLevel, typer.Option(case_sensitive=False, help="The workers' level "
                                   "(SIDECAR_LOG_LEVEL wins when set).")

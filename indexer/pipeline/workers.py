@@ -1,10 +1,13 @@
 """Run the Celery worker processes: one per queue, supervised until a signal.
 
-Worker layout (2 cores): one worker process per queue. The full-text worker never loads the
-model; the vectors worker owns the embedder and — in embedded mode — the Qdrant store, which
-admits one process only, so that worker runs with concurrency 1. With ``SIDECAR_QDRANT_URL``
-both roles scale out to any number of processes and hosts. Sending them tasks is
-:mod:`indexer.pipeline.dispatch`.
+Worker layout (2 cores): one worker per queue. The full-text worker never loads the model and
+runs two processes by default: its batches mostly wait (the table, and the refresh that makes
+the batch searchable before its contacts are recounted, ~0.3 s), and with one process the
+next batch queued behind that wait — at 5 messages/s the queue grew without bound
+(docs/results/runs/2026-12-05-freshness-contacts.md). The vectors worker owns the embedder and
+— in embedded mode — the Qdrant store, which admits one process only, so that worker runs with
+concurrency 1. With ``SIDECAR_QDRANT_URL`` both roles scale out to any number of processes and
+hosts. Sending them tasks is :mod:`indexer.pipeline.dispatch`.
 """
 
 from __future__ import annotations
@@ -20,10 +23,17 @@ from typing import IO
 from indexer.settings import Settings, to_env
 
 ROLES = ("fulltext", "vectors")
+DEFAULT_CONCURRENCY = {"fulltext": 2, "vectors": 1}
+"""Processes per role when none is given: I/O-bound full text 2, CPU-bound vectors 1."""
 
 
-def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) -> list[str]:
+def worker_argv(
+    settings: Settings, role: str, concurrency: int | None, loglevel: str
+) -> list[str]:
+    """``concurrency`` None: the role's :data:`DEFAULT_CONCURRENCY`."""
     queue = settings.fulltext_queue if role == "fulltext" else settings.vectors_queue
+    if concurrency is None:
+        concurrency = DEFAULT_CONCURRENCY[role]
     if role == "vectors" and settings.qdrant_embedded:
         concurrency = 1  # the embedded store admits a single owner process
     return [
@@ -54,7 +64,7 @@ def worker_argv(settings: Settings, role: str, concurrency: int, loglevel: str) 
 def spawn_workers(
     settings: Settings,
     roles: tuple[str, ...],
-    concurrency: int,
+    concurrency: int | None,
     loglevel: str = "INFO",
     *,
     own_session: bool = False,

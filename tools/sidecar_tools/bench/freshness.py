@@ -43,6 +43,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from indexer.pipeline.workers import DEFAULT_CONCURRENCY
 from indexer.settings import Settings
 from sidecar_tools.bench.freshness_report import (
     Written,
@@ -79,7 +80,7 @@ class FreshnessOptions:
     drain_s: float = 600.0  # after the last write, how long to wait for the stragglers
     workdir: Path = Path(".sidecar/bench/freshness")
     keep: bool = False  # keep the run's table, index and store afterwards
-    fulltext_concurrency: int = 1  # processes of the full-text worker (`sidecar worker`'s)
+    fulltext_concurrency: int | None = None  # full-text worker processes (None: the default)
     ablate: str = ""  # "contacts": the full-text task keeps no contact summary (measurement)
 
 
@@ -286,7 +287,7 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         "rate": opts.rate,
         "seconds": opts.seconds,
         "stage": opts.stage,
-        "fulltext_concurrency": opts.fulltext_concurrency,
+        "fulltext_concurrency": opts.fulltext_concurrency or DEFAULT_CONCURRENCY["fulltext"],
         "ablate": opts.ablate,
         "corpus": str(opts.corpus or DEMO_CORPUS),
         "vector_store": "server" if server else "embedded",

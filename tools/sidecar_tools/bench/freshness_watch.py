@@ -58,18 +58,18 @@ class Processes:
 
 
 def start_processes(settings: Settings, stage: str, events: Path, log: Path, *,
-                    fulltext_concurrency: int = 1, ablate: str = "") -> Processes:
+                    fulltext_concurrency: int | None = None, ablate: str = "") -> Processes:
     """One worker per queue (the full-text one with ``fulltext_concurrency`` processes, as
-    ``sidecar worker --concurrency``), then ``sidecar tail``, each under the probe;
-    ``ablate="contacts"``: the full-text task keeps no contact summary (a measurement's
-    ablation, :mod:`sidecar_tools.bench.freshness_phases`)."""
+    ``sidecar worker --concurrency``; None: its default), then ``sidecar tail``, each under
+    the probe; ``ablate="contacts"``: the full-text task keeps no contact summary (a
+    measurement's ablation, :mod:`sidecar_tools.bench.freshness_phases`)."""
     from indexer.pipeline.workers import ROLES, worker_argv
 
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", PROBE_ENV: str(events),
            ABLATE_ENV: ablate}
     procs = Processes()
     for role in ROLES:
-        concurrency = fulltext_concurrency if role == "fulltext" else 1
+        concurrency = fulltext_concurrency if role == "fulltext" else None
         procs.start(_probe_argv(worker_argv(settings, role, concurrency, "WARNING")), env, log)
     procs.start(_probe_argv(["tail", "--stage", stage, "--metrics-port", "0"]), env, log)
     return procs

@@ -226,8 +226,9 @@ def bench_freshness(
     workdir: Annotated[Path, typer.Option(help="Scratch space (the probe's events).")] = Path(
         ".sidecar/bench/freshness"
     ),
-    fulltext_concurrency: Annotated[int, typer.Option(
-        min=1, help="Processes of the full-text worker (`sidecar worker --concurrency`).")] = 1,
+    fulltext_concurrency: Annotated[int | None, typer.Option(
+        min=1, help="Processes of the full-text worker (`sidecar worker --concurrency`; "
+                    "default: its default).")] = None,
     ablate: Annotated[str, typer.Option(
         help="`contacts`: the full-text task keeps no contact summary (a measurement of what "
              "the summary costs; never a configuration).")] = "",
