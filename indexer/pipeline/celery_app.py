@@ -102,7 +102,8 @@ def started_as_worker(argv: list[str]) -> bool:
 if started_as_worker(sys.argv):  # before Celery writes anything: JSON lines from the first
     celery_logs.celery_worker_logs()
 
-app = Celery("sidecar", include=["indexer.pipeline.tasks", "indexer.pipeline.vector_admin"])
+app = Celery("sidecar", include=["indexer.pipeline.tasks", "indexer.pipeline.contacts_task",
+                             "indexer.pipeline.vector_admin"])
 configure(app, get_settings())
 
 

@@ -1,12 +1,10 @@
 """Keep the contact summary in step with the full-text index, in the batch that moved it.
 
 Every path that writes the full-text index through :func:`indexer.pipeline.sync.sync_fulltext`
-(the Celery task, the Lambda handler) gets :func:`fulltext_sink`: the message index with the
-summary kept beside it. A batch's contacts are written before the batch is acknowledged, so a
-crash or an engine failure retries them with the batch (invariant 3) — no second queue, no
-task that could be lost between the two.
+(the Celery task, the Lambda handler, ``sidecar import``) gets :func:`fulltext_sink`: the
+message index with the summary kept beside it.
 
-Why each batch waits for its writes to be searchable: the figures are counted by searches,
+Why the recount waits for the batch's writes to be searchable: the figures are counted by searches,
 and a search sees a write only after the index's next refresh (500 ms by default). Once a
 worker's own writes are visible, its count includes them; a concurrent worker's message is
 counted by that worker's own count, taken after its write was visible. Whichever write of a
@@ -25,7 +23,8 @@ filled before the summary existed, and the repair for one a failure left behind.
 from __future__ import annotations
 
 from collections import defaultdict
-from collections.abc import Collection, Mapping
+from collections.abc import Callable, Collection, Iterable, Mapping
+from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
 
@@ -88,13 +87,65 @@ class ContactsKeeper:
         return self.refresh(mailbox, emails) if emails else 0
 
 
+@dataclass(frozen=True, slots=True)
+class Recount:
+    """One mailbox's contacts a batch moved: its addresses, to recount once each message the
+    batch wrote (True) or deleted (False) is searchable as such."""
+
+    mailbox: str
+    emails: frozenset[str]
+    visible: Mapping[MessageRef, bool]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"mailbox": self.mailbox, "emails": sorted(self.emails),
+                "visible": [[*r.to_json(), p] for r, p in sorted(self.visible.items())]}
+
+    @classmethod
+    def from_json(cls, raw: Mapping[str, Any]) -> Recount:
+        """Decode :meth:`to_json` (a wrong shape raises ``ValueError``)."""
+        mailbox, emails, visible = raw.get("mailbox"), raw.get("emails"), raw.get("visible")
+        if not (isinstance(mailbox, str) and isinstance(emails, list)
+                and all(isinstance(e, str) for e in emails) and isinstance(visible, list)
+                and all(isinstance(v, list) and len(v) == 3 and isinstance(v[2], bool)
+                        for v in visible)):
+            raise ValueError("a recount is {mailbox, emails: [str], visible: [[m, key, bool]]}")
+        return cls(mailbox, frozenset(emails),
+                   {MessageRef.from_json(v[:2]): v[2] for v in visible})
+
+
+Defer = Callable[[Recount], None]
+
+
+def recount(keeper: ContactsKeeper, recounts: Iterable[Recount]) -> int:
+    """Wait until each recount's messages are searchable as written, then make its contacts
+    match the index; the contact documents written."""
+    todo = list(recounts)
+    visible = {r: p for rc in todo for r, p in rc.visible.items()}
+    if visible:
+        keeper.index.wait_visible(visible, VISIBLE_WAIT_S)
+    return sum(keeper.refresh(rc.mailbox, rc.emails) for rc in todo if rc.emails)
+
+
+def merged(recounts: Iterable[Recount]) -> list[Recount]:
+    """Recounts of the same mailbox as one (``sidecar import`` recounts once at its end)."""
+    emails: dict[str, set[str]] = defaultdict(set)
+    visible: dict[str, dict[MessageRef, bool]] = defaultdict(dict)
+    for rc in recounts:
+        emails[rc.mailbox] |= rc.emails
+        visible[rc.mailbox].update(rc.visible)
+    return [Recount(m, frozenset(e), visible[m]) for m, e in sorted(emails.items())]
+
+
 class KeptSink:
     """The full-text sink (:class:`indexer.pipeline.sync.FullTextSink`) with the contact
-    summary kept beside it."""
+    summary kept beside it: recounted here, after waiting for the batch to be searchable,
+    or handed to ``defer`` to be recounted later."""
 
-    def __init__(self, messages: OpenSearchIndex, keeper: ContactsKeeper) -> None:
+    def __init__(self, messages: OpenSearchIndex, keeper: ContactsKeeper,
+                 defer: Defer | None = None) -> None:
         self.messages = messages
         self.keeper = keeper
+        self.defer = defer
 
     def apply(self, docs: Mapping[MessageRef, Mapping[str, Any] | None]) -> dict[MessageRef, str]:
         before = self.messages.sources(list(docs), BEFORE_FIELDS)
@@ -108,10 +159,14 @@ class KeptSink:
             if emails:
                 visible[ref] = doc is not None
                 moved[ref.mailbox_id] |= emails
-        if visible:
-            self.keeper.index.wait_visible(visible, VISIBLE_WAIT_S)
-            for mailbox, emails in sorted(moved.items()):
-                self.keeper.refresh(mailbox, emails)
+        recounts = [Recount(m, frozenset(e), {r: p for r, p in visible.items()
+                                              if r.mailbox_id == m})
+                    for m, e in sorted(moved.items())]
+        if self.defer is None:
+            recount(self.keeper, recounts)
+        else:
+            for rc in recounts:
+                self.defer(rc)
         return poison
 
 
@@ -124,10 +179,11 @@ def keeper(settings: Settings) -> ContactsKeeper:
                                                   settings.resolved_state_table))
 
 
-def fulltext_sink(settings: Settings) -> FullTextSink:
-    """The sink every full-text write path uses. An OpenSearch Serverless collection keeps
-    no summary (it has no ``_refresh`` to wait for nor ``_delete_by_query``)."""
+def fulltext_sink(settings: Settings, defer: Defer | None = None) -> FullTextSink:
+    """The sink every full-text write path uses (its recounts handed to ``defer`` if given).
+    An OpenSearch Serverless collection keeps no summary (it has no ``_refresh`` to wait
+    for nor ``_delete_by_query``)."""
     messages = factories.fulltext_index(settings)
     if messages.serverless:
         return messages
-    return KeptSink(messages, keeper(settings))
+    return KeptSink(messages, keeper(settings), defer)

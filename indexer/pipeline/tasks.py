@@ -39,6 +39,7 @@ from indexer.pipeline import context
 from indexer.pipeline.celery_app import app
 from indexer.pipeline.celery_logs import celery_json_logs
 from indexer.pipeline.contacts_sync import fulltext_sink
+from indexer.pipeline.contacts_task import defer_to
 from indexer.pipeline.deployment import REFUSE_WINDOW_S, REQUEUE_DELAY_S, log_refusal, mismatch
 from indexer.pipeline.envelope import Envelope
 from indexer.pipeline.sync import Outcome, sync_fulltext
@@ -168,7 +169,8 @@ def fulltext(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
         "fulltext",
         envelope,
         lambda: sync_fulltext(
-            ctx.store, fulltext_sink(ctx.settings), list(task.messages), list(task.participants),
+            ctx.store, fulltext_sink(ctx.settings, defer_to(ctx.settings)),
+            list(task.messages), list(task.participants),
             eventual=task.first_read_eventual(ctx.settings.first_read),
         ),
     )

@@ -1,7 +1,10 @@
 """The contact summary converges to the message index under concurrent full-text batches:
 batches of different messages that share an address, applied at once by several sinks
 (as several workers would), then deletes at once; every contact then holds exactly the
-figures a count of the index gives, and an address no message holds any more has none.
+figures a count of the index gives, and an address no message holds any more has none —
+whether each sink recounts inline (after waiting for its batch to be searchable) or defers
+its recounts (as a worker does: ``sidecar.contacts`` tasks, run here at once, concurrently,
+each through its JSON, after every batch was applied).
 
 Shown to catch what it claims: with the sink's wait for its writes to be searchable taken out
 (and the verify round), it failed 3 runs of 3 (the list's count 10 of 30, or no contact at
@@ -19,7 +22,7 @@ from indexer.adapters import factories
 from indexer.core.contacts import contact_id
 from indexer.core.documents import MessageState, Participant, search_document
 from indexer.core.plan import MessageRef
-from indexer.pipeline.contacts_sync import KeptSink, keeper
+from indexer.pipeline.contacts_sync import KeptSink, Recount, keeper, recount
 from indexer.settings import Settings
 from sidecar_tools.writer.mapping import to_items
 from tests.support.api_fixtures import mail
@@ -52,12 +55,16 @@ def _summary(settings: Settings) -> dict[str, dict[str, Any]]:
     return {h["_source"]["email"]: h["_source"] for h in found}
 
 
-def test_concurrent_batches_and_deletes_converge(settings: Settings) -> None:
+@pytest.mark.parametrize("deferred", [False, True], ids=["inline", "deferred"])
+def test_concurrent_batches_and_deletes_converge(settings: Settings, deferred: bool) -> None:
     prepare_tables(settings)
     kept = keeper(settings)
     docs = dict(_document(n) for n in range(40))
     refs = list(docs)
-    sinks = [KeptSink(factories.fulltext_index(settings), kept) for _ in range(4)]  # 4 workers
+    queued: list[dict[str, Any]] = []  # the deferred recounts, as their tasks carry them
+    sinks = [KeptSink(factories.fulltext_index(settings), kept,  # 4 workers
+                      (lambda rc: queued.append(rc.to_json())) if deferred else None)
+             for _ in range(4)]
 
     def apply(job: tuple[int, dict[MessageRef, Any]]) -> dict[MessageRef, str]:
         return sinks[job[0] % len(sinks)].apply(job[1])
@@ -68,6 +75,10 @@ def test_concurrent_batches_and_deletes_converge(settings: Settings) -> None:
         gone = refs[::5] + refs[1:3]  # every message to p0, and two more
         deletes = [(i, dict.fromkeys(gone[i::5])) for i in range(5)]
         assert not any(pool.map(apply, deletes))
+        if deferred:
+            assert not _summary(settings)  # nothing counted by the batches themselves
+            assert len(queued) == 13  # one per batch (one mailbox each)
+            list(pool.map(lambda raw: recount(kept, [Recount.from_json(raw)]), queued))
 
     summary = _summary(settings)
     addresses = {LIST} | {f"p{k}@people.example" for k in range(5)}

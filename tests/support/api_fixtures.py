@@ -18,13 +18,17 @@ import httpx
 
 from indexer.adapters import factories
 from indexer.adapters.aws import clients as aws
-from indexer.adapters.opensearch.contacts import ContactsIndex
 from indexer.pipeline.workers import spawn_workers, stop_workers
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from sidecar_tools.writer.mapping import to_items
 from sidecar_tools.writer.store import store_message
-from tests.support.pipeline_helpers import export_stream, ingest_files, prepare_tables
+from tests.support.pipeline_helpers import (
+    export_stream,
+    ingest_files,
+    prepare_tables,
+    wait_contacts,
+)
 from tests.support.waiting import wait_http_ok
 
 TOKEN_A, TOKEN_B = "token-a-" + uuid.uuid4().hex, "token-b-" + uuid.uuid4().hex
@@ -106,7 +110,8 @@ def index_all(settings: Settings, tmp: Path) -> None:
     # Indexed is not yet searchable: a write shows in searches after the index's next refresh
     # (refresh_interval, 500 ms by default), and ingest can now finish within it.
     factories.fulltext_index(settings).refresh()
-    ContactsIndex(factories.fulltext_index(settings)).refresh()  # the workers' contact summary
+    # the workers' contact summary: recounted by a task due a second after each batch
+    wait_contacts(settings, sorted(factories.fulltext_index(settings).mailbox_ids()))
 
 
 def serve_process(env: dict[str, str], log: Path, *options: str) -> subprocess.Popen[bytes]:

@@ -7,7 +7,13 @@ from typing import Any
 
 from indexer.settings import Settings
 from sidecar_tools.writer.files import load_file
-from tests.support.pipeline_helpers import export_stream, ingest_files, prepare_tables, workers
+from tests.support.pipeline_helpers import (
+    export_stream,
+    ingest_files,
+    prepare_tables,
+    wait_contacts,
+    workers,
+)
 
 SAMPLE = Path(__file__).resolve().parents[2] / "tools" / "sidecar_tools" / "demo_data" / "sample-mailbox.jsonl"
 
@@ -30,5 +36,6 @@ def index_mailboxes(settings: Settings, tmp_path: Path, sizes: dict[str, int]) -
     export_stream(settings, records)
     with workers(settings):
         summary = ingest_files(settings, [str(records)], timeout=300)
+        wait_contacts(settings, list(sizes))
     assert summary.dead_lettered == 0, summary
     return ddb

@@ -135,3 +135,20 @@ def qdrant_points(
         }
     finally:
         store.close()
+
+
+def wait_contacts(settings: Settings, mailboxes: list[str], timeout: float = 30) -> None:
+    """Until each mailbox's contact summary holds the addresses its messages hold (some): the
+    workers recount a batch's contacts in a task due a second after the batch."""
+    from indexer.pipeline.contacts_sync import keeper
+
+    index = keeper(settings).index
+
+    def settled() -> bool:
+        index.messages.refresh()
+        index.refresh()
+        held = [index.emails(m, summary=False) for m in mailboxes]
+        return all(held) and all(index.emails(m, summary=True) == h
+                                 for m, h in zip(mailboxes, held, strict=True))
+
+    assert wait_until(settled, timeout=timeout), "the contact summary did not settle"

@@ -23,7 +23,7 @@ from botocore.exceptions import ClientError
 
 from indexer.core.plan import MessageRef, ParticipantRef
 from indexer.core.task_payload import TaskPayload
-from indexer.pipeline.contacts_sync import fulltext_sink
+from indexer.pipeline.contacts_sync import Recount, fulltext_sink, keeper, merged, recount
 from indexer.settings import Settings
 from sidecar_tools.mailimport.convert import MalformedMessage, to_normalized
 from sidecar_tools.mailimport.sources import Source, messages, open_source
@@ -68,6 +68,7 @@ class _Indexer:
         self.store, self.fulltext = factories.store(settings), factories.fulltext_index(settings)
         self.refs: list[MessageRef] = []
         self.participants: list[ParticipantRef] = []
+        self.recounts: list[Recount] = []  # the contacts each batch moved, recounted at close
 
     def add(self, items: MessageItems, mailbox: str) -> None:
         ref = MessageRef(mailbox, items.message_key)
@@ -82,7 +83,8 @@ class _Indexer:
 
         if not self.refs:
             return
-        text = sync_fulltext(self.store, fulltext_sink(self.settings), self.refs,
+        text = sync_fulltext(self.store, fulltext_sink(self.settings, self.recounts.append),
+                             self.refs,
                              self.participants)
         vectors = sync_vector_targets(self.settings, self.refs)
         poison = {**text.poison, **vectors.poison}
@@ -107,6 +109,8 @@ class _Indexer:
 
         self.flush()
         self.fulltext.refresh()
+        if self.recounts:  # each mailbox's contacts once, now that every batch is searchable
+            recount(keeper(self.settings), merged(self.recounts))
         factories.vector_index(self.settings).close()  # release the embedded store's lock
         factories.vector_index.cache_clear()
 
