@@ -60,7 +60,10 @@ def install(*, without_contacts: bool = False) -> None:
         from indexer.adapters import factories
         from indexer.pipeline import tasks
 
-        setattr(tasks, "fulltext_sink", factories.fulltext_index)  # noqa: B010 (an ablation)
+        def messages_only(settings: Any, defer: Any = None) -> Any:
+            return factories.fulltext_index(settings)
+
+        setattr(tasks, "fulltext_sink", messages_only)  # noqa: B010 (an ablation)
 
 
 class Writes(Protocol):
