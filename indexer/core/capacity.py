@@ -60,10 +60,12 @@ class Measured:
 
     opensearch_bytes_per_message: float = 8_314.0  # primaries' store.size, slope
     opensearch_fixed_bytes: float = 65.8e6  # the index's first segments, per store
-    qdrant_rss_bytes_per_point: float = 1_340.0  # int8 layout, a searching owner process
-    qdrant_rss_fixed_bytes: float = 74.2e6  # what the store costs before its first point
-    qdrant_disk_bytes_per_point: float = 2_686.0  # int8 + originals + payload + indexes
-    qdrant_disk_fixed_bytes: float = 191.5e6  # WAL and segment preallocation
+    # Qdrant: the int8 layout with its per-point keyword indexes on disk (2026-12-05 runs of
+    # 20,000 and 100,000 messages; the in-RAM indexes before it cost 1,340 B + 74.2 MB)
+    qdrant_rss_bytes_per_point: float = 1_074.0  # a searching owner process
+    qdrant_rss_fixed_bytes: float = 70.5e6  # what the store costs before its first point
+    qdrant_disk_bytes_per_point: float = 2_729.0  # int8 + originals + payload + indexes
+    qdrant_disk_fixed_bytes: float = 190.6e6  # WAL and segment preallocation
     texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (results/benchmarks.md)
     bulk_docs_per_s_per_core: float = 80.0  # 163 docs/s on 2 busy shared cores (20k build)
     api_cpu_s_per_search: float = 0.045  # API + OpenSearch (+ Qdrant server) CPU per request
