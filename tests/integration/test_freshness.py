@@ -3,7 +3,7 @@ store writer into a table of the run's own, ``sidecar tail`` and one Celery work
 as processes — every message searchable in both indexes, and the time from the store's write
 to searchable within a regression bound.
 
-The targets (full-text p99 < 2 s, vectors p99 < 5 s at 5 messages/s) are printed as met or
+The targets (full-text p99 ≤ 1.5 s, vectors p99 < 5 s at 5 messages/s) are printed as met or
 not, not asserted: 20 s of writing is too short a run for a p99 on this noisy 2-core machine
 (the 2-minute freshness runs under ``docs/results/runs/`` measure them), and a test that
 fails on a slow run would only hide a regression. The bounds below are about 2.5 x what

@@ -13,7 +13,8 @@ from typing import Any
 
 from sidecar_tools.bench.timing import percentile
 
-TARGETS_S = {"fulltext": 2.0, "vectors": 5.0}  # p99 at 5 messages/s (issue 28 part 3)
+# p99 at 5 messages/s: full text ≤ 1.5 s (issue 42 part 4; < 2 s in issue 28), vectors < 5 s
+TARGETS_S = {"fulltext": 1.5, "vectors": 5.0}
 TARGET_RATE = 5.0
 Ref = tuple[str, str]  # (mailbox_id, message_key)
 
@@ -207,8 +208,9 @@ def markdown(results: list[dict[str, Any]]) -> str:
             s = r[stage].get("total", {"n": 0})
             target = TARGETS_S[stage] if r["rate"] == TARGET_RATE else None
             met = "–" if target is None or not s["n"] else (
-                "yes" if s["p99_s"] < target and not r[stage]["not_searchable"] else "no")
-            goal = f"< {target:g} s" if target else "as measured"
+                "yes" if _within(s["p99_s"], stage) and not r[stage]["not_searchable"] else "no")
+            goal = (f"{'≤' if stage == 'fulltext' else '<'} {target:g} s" if target
+                    else "as measured")
             label = "full text" if stage == "fulltext" else f"vectors ({r['vector_store']})"
             lines.append(
                 f"| {r['rate']:g} | {r['achieved_rate']:.2f} | {label} | {s['n']} | "
@@ -260,10 +262,17 @@ def markdown(results: list[dict[str, Any]]) -> str:
     return "\n".join(lines)
 
 
+def _within(p99_s: float, stage: str) -> bool:
+    """Full text's target is inclusive (≤ 1.5 s), the vectors' strict (< 5 s)."""
+    limit = TARGETS_S[stage]
+    return p99_s <= limit if stage == "fulltext" else p99_s < limit
+
+
 def met_targets(result: dict[str, Any]) -> dict[str, bool]:
     """The issue's targets (meant for 5 msgs/s): p99 under the limit, every message found."""
     out = {}
-    for stage, limit in TARGETS_S.items():
+    for stage in TARGETS_S:
         s = result[stage].get("total", {"n": 0})
-        out[stage] = bool(s["n"]) and s["p99_s"] < limit and not result[stage]["not_searchable"]
+        out[stage] = (bool(s["n"]) and _within(s["p99_s"], stage)
+                      and not result[stage]["not_searchable"])
     return out
