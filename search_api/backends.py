@@ -13,6 +13,7 @@ it as the same exception, with the engine named (:func:`naming`), for the app's 
 
 from __future__ import annotations
 
+import contextvars
 from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -28,6 +29,7 @@ from indexer.core.plan import MessageRef
 from indexer.settings import Settings
 from search_api.encoding import READ_TARGET_TTL_S, QueryEncoder
 from search_api.engine_errors import BackendUnavailable, naming
+from search_api.languages import MailboxLanguages
 from search_api.limits import Gates
 from search_api.mapping_check import MappingFacts
 from search_api.repair import GuardedRepairs, NoRepairs, RepairSink
@@ -51,13 +53,17 @@ class Backends:
         self.encoder = QueryEncoder(self.settings, self.ask_vectors, self.read_target_ttl_s)
         self.gates = Gates.of(self.settings)
         self.mapping = MappingFacts(lambda: self.opensearch)
+        self.languages = MailboxLanguages(lambda: self.opensearch,
+                                          self.settings.search_timeout_ms)
 
     def concurrently(
         self, fn: Callable[..., T], /, *args: Any, **kwargs: Any
     ) -> Future[T]:
         """Run one leg of a search (an engine call) beside the request's own thread: a fused
         search then waits for its slowest leg, not for the sum of them."""
-        return self._legs.submit(fn, *args, **kwargs)
+        # in the request's context: a leg builds its query for the same languages
+        # (search_api.query.clauses.in_languages)
+        return self._legs.submit(contextvars.copy_context().run, fn, *args, **kwargs)
 
     @property
     def opensearch(self) -> OpenSearchIndex:

@@ -21,13 +21,12 @@ repeat it).
 from __future__ import annotations
 
 import logging
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Generic, TypeVar
 
-from indexer.adapters.opensearch.family import MAPPING_VERSION
+from indexer.adapters.opensearch.family import MAPPING_VERSION, version_of
 from indexer.adapters.opensearch.index import OpenSearchIndex
 from indexer.metrics import INDEX_MAPPING_VERSION
 from search_api.engine_errors import naming
@@ -88,12 +87,6 @@ class MappingState:
                     f"code's is v{self.code_version}: what v{self.code_version} adds is off "
                     f"until `sidecar reindex` moves the alias (docs/operations/upgrading.md)")
         return None
-
-
-def version_of(alias: str, index: str) -> int | None:
-    """The mapping version in a sidecar index name ``<alias>-v<N>``; None for other names."""
-    found = re.fullmatch(rf"{re.escape(alias)}-v(\d+)", index)
-    return int(found.group(1)) if found else None
 
 
 def check(index: OpenSearchIndex, code: int = MAPPING_VERSION) -> MappingState:

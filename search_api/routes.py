@@ -32,6 +32,7 @@ from search_api.models import (
     errors,
 )
 from search_api.query import MAX_QUERY_LENGTH, parse
+from search_api.query.clauses import in_languages
 
 log = logging.getLogger(__name__)
 router = APIRouter()
@@ -244,9 +245,11 @@ def search(
     if len(q) > MAX_QUERY_LENGTH:
         raise HTTPException(413, f"q is longer than {MAX_QUERY_LENGTH} characters")
     req = service.SearchRequest(q, parse(q), mode, limit, cursor, collapse, sort)
-    expensive = limits.is_expensive(req.node, collapse=collapse == "thread", limit=limit)
-    with gated(request, b, expensive):
-        result = service.search(b, request.app.state.cursors, mailbox, req)
+    # words ask the language fields of the mailbox's own languages only (mapping v7)
+    with in_languages(b.languages.of(mailbox)):
+        expensive = limits.is_expensive(req.node, collapse=collapse == "thread", limit=limit)
+        with gated(request, b, expensive):
+            result = service.search(b, request.app.state.cursors, mailbox, req)
     request.state.results = len(result.hits)
     return result
 

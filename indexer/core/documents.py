@@ -16,6 +16,7 @@ from datetime import datetime
 from decimal import Decimal
 from typing import Any
 
+from indexer.core.language import language_fields
 from indexer.core.plan import MessageRef
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, embedded_text
 
@@ -118,6 +119,8 @@ def search_document(state: MessageState) -> dict[str, Any] | None:
         "clean_fallback": bool(_int(msg.get("clean_fallback"))),
         "spec_version": _str(msg.get("spec_version")) or "unknown",
         "in_reply_to": _str(msg.get("in_reply_to")),
+        # mapping v7: the detected language, and subject and body stemmed in it
+        **language_fields(_str(msg.get("subject")), _str(body.get("clean"))),
     }
 
 

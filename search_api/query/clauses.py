@@ -15,9 +15,12 @@ recipients too (as notmuch's ``to:`` does). The user's text is only ever a leaf 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 from typing import Any, assert_never
 
+from indexer.core.language import ANALYZERS, body_field, subject_field
 from search_api.query.ast import (
     And,
     DateBound,
@@ -36,7 +39,16 @@ Query = dict[str, Any]
 
 MAILBOX_FIELD = "mailbox_id"
 
-_TEXT_FIELDS = (
+# Mapping v7: the subject and body again in the message's own language (only the detected
+# language's pair holds anything). A word is analyzed by each field's analyzer, so ``Rechnungen``
+# meets ``Rechnung`` in German mail; an index of an older version has none of these fields,
+# and a field missing from the mapping matches nothing (no error). Each language costs a word
+# two engine clauses, so a search asks only the languages its mailbox holds
+# (:func:`in_languages`, set by the API from ``search_api.languages``); unset, every one.
+_LANGUAGES: ContextVar[frozenset[str] | None] = ContextVar("mail_languages", default=None)
+_LANGUAGE_FIELD_SET = frozenset(
+    f for c in ANALYZERS for f in (subject_field(c), f"{subject_field(c)}^3", body_field(c)))
+_BASE_TEXT_FIELDS = (
     "subject^3",
     "clean",
     "subject.exact^3",
@@ -44,9 +56,37 @@ _TEXT_FIELDS = (
     "subject.parts^3",
     "clean.parts",
 )
+_BASE_SUBJECT_FIELDS = ("subject", "subject.exact", "subject.parts")
+
+
+@contextmanager
+def in_languages(codes: frozenset[str] | None) -> Iterator[None]:
+    """Within the block, free and ``subject:`` words ask the language fields of ``codes``
+    only (None: of every language). A context variable: a search leg run by
+    ``Backends.concurrently`` inherits it."""
+    token = _LANGUAGES.set(codes)
+    try:
+        yield
+    finally:
+        _LANGUAGES.reset(token)
+
+
+def _languages() -> list[str]:
+    asked = _LANGUAGES.get()
+    return [c for c in ANALYZERS if asked is None or c in asked]
+
+
+def _text_fields() -> list[str]:
+    return [*_BASE_TEXT_FIELDS,
+            *(f for c in _languages() for f in (f"{subject_field(c)}^3", body_field(c)))]
+
+
+def _subject_fields() -> list[str]:
+    return [*_BASE_SUBJECT_FIELDS, *(subject_field(c) for c in _languages())]
+
+
 _EXACT_FIELDS = ("subject.exact^3", "clean.exact")
 _PARTS_FIELDS = ("subject.parts^3", "clean.parts")
-_SUBJECT_FIELDS = ("subject", "subject.exact", "subject.parts")
 # A word with punctuation between letters or digits: its parts are searched as a phrase too.
 _JOINED = re.compile(r"[^\W_][^\w\s]+[^\W_]|[^\W_]_+[^\W_]")
 # operator -> (lowercased keyword field with a ``.parts`` sub-field, display-name field)
@@ -86,8 +126,9 @@ def _unweighted_term_query(node: Term) -> Query:
         }
     if _has_unspaced(node.text):
         # CJK / kana / emoji: one token per character (a bigram with mapping v3), so the
-        # word is a phrase of them — one clause per field however long the text is.
-        fields = list(_TEXT_FIELDS)
+        # word is a phrase of them — one clause per field however long the text is. Not
+        # asked of the language fields: CJK keeps its bigrams, which they do not make.
+        fields = list(_BASE_TEXT_FIELDS)
         return {"multi_match": {"query": node.text, "type": "phrase", "fields": fields}}
     if _JOINED.search(node.text):
         # Xapian's phrase generators: letters joined by punctuation are a phrase of their
@@ -99,10 +140,28 @@ def _unweighted_term_query(node: Term) -> Query:
         "multi_match": {
             "query": node.text,
             "type": "best_fields",
-            "fields": list(_TEXT_FIELDS),
+            "fields": _text_fields(),
             "operator": "and",
         }
     }
+
+
+def without_language_fields(query: Any) -> Any:
+    """``query`` with the language fields left out of every ``multi_match`` (the snippets:
+    the highlighter marks ``subject``/``clean`` and their sub-fields only, so clauses on the
+    language fields would cost engine clauses and mark nothing)."""
+    if isinstance(query, list):
+        return [without_language_fields(q) for q in query]
+    if not isinstance(query, dict):
+        return query
+    out: dict[str, Any] = {}
+    for key, value in query.items():
+        if key == "multi_match" and isinstance(value, dict):
+            fields = [f for f in value["fields"] if f not in _LANGUAGE_FIELD_SET]
+            out[key] = {**value, "fields": fields}
+        else:
+            out[key] = without_language_fields(value)
+    return out
 
 
 def _has_unspaced(text: str) -> bool:
@@ -172,7 +231,7 @@ def _subject_query(node: Field) -> Query:
     if node.phrase or _has_unspaced(node.value):
         return {"match_phrase": {"subject.exact": {"query": node.value}}}
     # The stemmed subject lacks the Re:/[tag] prefixes; the exact one still has them.
-    fields = list(_SUBJECT_FIELDS)
+    fields = _subject_fields()
     return {"multi_match": {"query": node.value, "fields": fields, "operator": "and"}}
 
 

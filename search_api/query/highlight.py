@@ -22,7 +22,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from search_api.query.ast import And, Field, Node, Or, Phrase, Term
-from search_api.query.clauses import MAILBOX_FIELD, clause
+from search_api.query.clauses import MAILBOX_FIELD, clause, without_language_fields
 
 Query = dict[str, Any]
 
@@ -46,7 +46,7 @@ def text_nodes(node: Node) -> list[Node]:
 
 def highlight_query(node: Node) -> Query:
     """Any of the text clauses (``match_none`` without one: only the body's opening shows)."""
-    clauses = [clause(n) for n in text_nodes(node)]
+    clauses = [without_language_fields(clause(n)) for n in text_nodes(node)]
     if not clauses:
         return {"match_none": {}}
     return {"bool": {"should": clauses, "minimum_should_match": 1}}

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from indexer.core.language import ANALYZERS
 from search_api.query import QueryError, build_search_body, parse
+from search_api.query.clauses import in_languages
 from search_api.query.expansion import (
     MAX_ENGINE_CLAUSES,
     PREFIX_EXPANSIONS,
@@ -50,7 +52,10 @@ def test_a_few_prefixes_and_ordinary_queries_pass() -> None:
 
 def test_estimate_counts_tokens_per_field() -> None:
     words = " OR ".join(f"w{i}" for i in range(20))
-    assert estimated_clauses(body(words)["query"]) == 1 + 20 * 6
+    with in_languages(frozenset()):  # an English mailbox: six fields a word
+        assert estimated_clauses(body(words)["query"]) == 1 + 20 * 6
+    with in_languages(None):  # every language's subject and body too (mapping v7)
+        assert estimated_clauses(body(words)["query"]) == 1 + 20 * (6 + 2 * len(ANALYZERS))
 
 
 def test_short_prefixes_cost_what_they_expand_to() -> None:

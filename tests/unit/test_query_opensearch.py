@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from indexer.core.language import ANALYZERS
 from search_api.query import (
     QueryError,
     Term,
@@ -35,7 +36,10 @@ ALLOWED_LEAVES = {
     "range",
     "bool",
 }
-TEXT = ["subject^3", "clean", "subject.exact^3", "clean.exact", "subject.parts^3", "clean.parts"]
+# mapping v7: each language's subject and body after the English analyses
+LANGUAGES = [f for c in ANALYZERS for f in (f"subject_{c}^3", f"clean_{c}")]
+TEXT = ["subject^3", "clean", "subject.exact^3", "clean.exact", "subject.parts^3", "clean.parts",
+        *LANGUAGES]
 EXACT = ["subject.exact^3", "clean.exact"]
 
 
@@ -176,7 +180,8 @@ def test_subject_variants() -> None:
     assert only("subject:Meeting") == {
         "multi_match": {
             "query": "Meeting",
-            "fields": ["subject", "subject.exact", "subject.parts"],
+            "fields": ["subject", "subject.exact", "subject.parts",
+                       *(f"subject_{c}" for c in ANALYZERS)],
             "operator": "and",
         }
     }

@@ -13,6 +13,7 @@ from search_api.candidates import Candidate
 from search_api.encoding import ReadTarget
 from search_api.limits import ExpensiveGate, TooManyExpensive, is_expensive
 from search_api.query import QueryError, parse
+from search_api.query.clauses import in_languages
 
 ROW = {"message_id": "<m@x>", "subject": "s", "ts": 1700000000, "size_bytes": "x",
        "attachment_count": None, "clean_fallback": 0}
@@ -85,9 +86,13 @@ def test_the_process_runs_at_most_its_cap_of_expensive_searches_from_all_callers
 
 def test_collapse_is_weighed_by_the_groups_it_re_runs_the_query_for() -> None:
     words = parse(" OR ".join(f"word{i}" for i in range(16)))
-    assert not is_expensive(words, limit=100)
-    assert is_expensive(words, collapse=True, limit=100)
-    assert not is_expensive(parse("budget review"), collapse=True, limit=20)
+    with in_languages(frozenset()):  # a mailbox whose mail is English: as before mapping v7
+        assert not is_expensive(words, limit=100)
+        assert is_expensive(words, collapse=True, limit=100)
+        assert not is_expensive(parse("budget review"), collapse=True, limit=20)
+    with in_languages(frozenset({"de"})):  # German mail too: each word 2 clauses more
+        assert not is_expensive(parse(" OR ".join(f"w{i}" for i in range(12))), limit=100)
+        assert is_expensive(words, limit=100)
 
 
 def test_the_principal_is_the_credential_after_parsing_or_a_jwt_s_subject() -> None:

@@ -10,6 +10,7 @@ old one for rollback). The faces — :mod:`.admin` for ops, :mod:`.reads` for th
 from __future__ import annotations
 
 import json
+import re
 from functools import lru_cache
 from importlib.resources import files
 from typing import Any
@@ -22,7 +23,13 @@ from indexer.adapters.opensearch.flavour import Flavour, flavour_of
 
 MAPPINGS = files("indexer") / "mappings"  # package data, read with importlib.resources
 WRITE_ALIAS_SUFFIX = "-write"
-MAPPING_VERSION = 6  # mappings/messages-v6.json (v5 + phrase-prefix fields); older kept for reindex
+MAPPING_VERSION = 7  # mappings/messages-v7.json (v6 + per-language fields); older kept for reindex
+
+
+def version_of(alias: str, index: str) -> int | None:
+    """The mapping version in a sidecar index name ``<alias>-v<N>``; None for other names."""
+    found = re.fullmatch(rf"{re.escape(alias)}-v(\d+)", index)
+    return int(found.group(1)) if found else None
 
 
 @lru_cache(maxsize=8)

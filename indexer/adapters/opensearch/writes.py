@@ -19,8 +19,10 @@ from opensearchpy import helpers
 
 from indexer.adapters.opensearch.admin import IndexAdmin
 from indexer.adapters.opensearch.errors import REFUSED_STATUSES, core_error, refused_message
+from indexer.adapters.opensearch.family import MAPPING_VERSION, version_of
 from indexer.core.documents import point_id
 from indexer.core.errors import ConfigurationError, TransientError
+from indexer.core.language import for_version
 from indexer.core.plan import MessageRef
 from indexer.metrics import BULK_ERRORS, bulk_error_class
 
@@ -52,7 +54,7 @@ class IndexWrites(IndexAdmin):
             try:
                 results = helpers.streaming_bulk(
                     self.client,
-                    _actions(docs, index),
+                    _actions(docs, index, version_of(self.alias, index) or MAPPING_VERSION),
                     chunk_size=500,
                     max_chunk_bytes=20 * 1024 * 1024,
                     raise_on_error=False,
@@ -80,14 +82,16 @@ class IndexWrites(IndexAdmin):
 
 
 def _actions(
-    docs: Mapping[MessageRef, Mapping[str, Any] | None], index: str
+    docs: Mapping[MessageRef, Mapping[str, Any] | None], index: str, version: int
 ) -> Iterator[dict[str, Any]]:
+    """Bulk actions for one target, each document as that target's mapping version takes
+    it (an index not named ``<alias>-v<N>`` is taken as of this version)."""
     for ref, doc in docs.items():
         base = {"_index": index, "_id": point_id(ref), "routing": ref.mailbox_id}
         if doc is None:
             yield {"_op_type": "delete", **base}
         else:
-            yield {"_op_type": "index", "_source": dict(doc), **base}
+            yield {"_op_type": "index", "_source": for_version(dict(doc), version), **base}
 
 
 def item_outcome(

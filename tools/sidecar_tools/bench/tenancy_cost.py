@@ -46,8 +46,10 @@ def _docs(emails: list[dict[str, Any]]) -> dict[MessageRef, dict[str, Any] | Non
     return docs
 
 
-def _load(settings: Settings, version: int, docs: dict[MessageRef, Any]) -> tuple[
+def load_index(settings: Settings, version: int, docs: dict[MessageRef, Any]) -> tuple[
         OpenSearchIndex, float, int]:
+    """A fresh ``<namespace>-<version>`` index of that mapping version holding ``docs`` (500
+    per bulk request), then force-merged to one segment: it, the bulk's seconds, its size."""
     index = OpenSearchIndex(factories.fulltext_index(settings).client,
                             f"{settings.opensearch_index}-{version}")
     name = index.ensure(version)
@@ -109,7 +111,7 @@ def run(settings: Settings, corpus: Path, messages: int, repeat: int) -> dict[st
     made: list[OpenSearchIndex] = []
     try:
         for version in (5, 6):
-            index, bulk_s, size = _load(settings, version, docs)
+            index, bulk_s, size = load_index(settings, version, docs)
             made.append(index)
             now = [t for q in PREFIX_QUERIES + ONE_WORD for t in _took(
                 index, build_search_body(parse(q), BOX, size=20, sort_by_date=False,
