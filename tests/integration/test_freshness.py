@@ -28,6 +28,7 @@ from sidecar_tools.bench.freshness_report import (
     met_targets,
     phases,
     stream_calls,
+    task_times,
 )
 from tests.conftest import CORPORA
 
@@ -88,6 +89,17 @@ def test_task_phases_tell_the_first_read_from_the_verify() -> None:
     assert got["table read"]["p50_s"] == pytest.approx(0.02)
     assert got["verify read"]["p50_s"] == pytest.approx(0.04)
     assert got["bulk"]["n"] == 1
+
+
+def test_the_deferred_recounts_are_timed_as_tasks_of_their_own() -> None:
+    """``sidecar.contacts`` tasks name no message: their whole time and their phases."""
+    tasks = {"c": Task("contacts", [], started=1.0, ended=1.25,
+                       phases={"contacts: wait visible": [0.05]}),
+             "f": Task("fulltext", [("a", "k")], started=1.0, ended=3.0)}
+    got = task_times(tasks, "contacts")["phases"]
+    assert got["(the whole task)"]["n"] == 1
+    assert got["(the whole task)"]["p50_s"] == pytest.approx(0.25)
+    assert got["contacts: wait visible"]["p50_s"] == pytest.approx(0.05)
 
 
 def test_a_timed_phase_passes_results_and_errors_through() -> None:

@@ -52,6 +52,7 @@ from sidecar_tools.bench.freshness_report import (
     read_events,
     stats,
     stream_calls,
+    task_times,
 )
 from sidecar_tools.bench.freshness_watch import (
     Processes,
@@ -302,6 +303,7 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         "fulltext": breakdown(written, fulltext.found, tasks, "fulltext", calls.first_read),
         "vectors": breakdown(written, vector_seen, tasks, "vectors", calls.first_read),
         "stream_calls": {name: stats(v) for name, v in sorted(calls.seconds.items())},
+        "contacts": task_times(tasks, "contacts"),
         "load_1m": [round(load_before[0], 2), round(load_after[0], 2)],
         "cpus": os.cpu_count(),
         "poll_errors": dict(errors),

@@ -30,7 +30,8 @@ from sidecar_tools.bench import freshness_phases
 
 ENV = "SIDECAR_FRESHNESS_LOG"
 ABLATE_ENV = "SIDECAR_FRESHNESS_ABLATE"
-STAGES = {"sidecar.fulltext": "fulltext", "sidecar.vectors": "vectors"}
+STAGES = {"sidecar.fulltext": "fulltext", "sidecar.vectors": "vectors",
+          "sidecar.contacts": "contacts"}
 
 
 def _refs(args: Any) -> list[list[str]]:

@@ -168,6 +168,14 @@ def breakdown(written: list[Written], visible: dict[Ref, float], tasks: dict[str
     return result
 
 
+def task_times(tasks: dict[str, Task], stage: str) -> dict[str, Any]:
+    """Tasks of a stage that name no message (the deferred contact recounts): their own
+    seconds and their phases' (the report's phase table shows them)."""
+    took = [t.ended - t.started for t in tasks.values()
+            if t.stage == stage and t.started is not None and t.ended is not None]
+    return {"phases": {"(the whole task)": stats(took), **phases(tasks, stage)}}
+
+
 def phases(tasks: dict[str, Task], stage: str) -> dict[str, dict[str, float]]:
     """Per task of ``stage`` that ended, the seconds of each phase (its calls added up; the
     table's first read apart from the verify reads after the write)."""
@@ -231,8 +239,8 @@ def markdown(results: list[dict[str, Any]]) -> str:
     lines += ["", "| rate | index | task phase (per task) | tasks | mean ms | p50 ms | p95 ms "
               "| p99 ms |", "|---:|---|---|---:|---:|---:|---:|---:|"]
     for r in results:
-        for stage in ("fulltext", "vectors"):
-            for name, s in r[stage].get("phases", {}).items():
+        for stage in ("fulltext", "vectors", "contacts"):
+            for name, s in r.get(stage, {}).get("phases", {}).items():
                 if s.get("n"):
                     lines.append(f"| {r['rate']:g} | {stage} | {name} | {s['n']} | "
                                  f"{_ms(s['mean_s'])} | {_ms(s['p50_s'])} | {_ms(s['p95_s'])} | "
