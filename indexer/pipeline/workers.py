@@ -1,13 +1,16 @@
 """Run the Celery worker processes: one per queue, supervised until a signal.
 
 Worker layout (2 cores): one worker per queue. The full-text worker never loads the model and
-runs two processes by default: its batches mostly wait (the table, and the refresh that makes
-the batch searchable before its contacts are recounted, ~0.3 s), and with one process the
-next batch queued behind that wait — at 5 messages/s the queue grew without bound
-(docs/results/runs/2026-12-05-freshness-contacts.md). The vectors worker owns the embedder and
-— in embedded mode — the Qdrant store, which admits one process only, so that worker runs with
-concurrency 1. With ``SIDECAR_QDRANT_URL`` both roles scale out to any number of processes and
-hosts. Sending them tasks is :mod:`indexer.pipeline.dispatch`.
+runs two processes by default: its tasks mostly wait on the table and the engines, and its
+queue also carries each batch's contact recount (``sidecar.contacts``); with one process the
+next batch waits behind both. While the batch itself still waited for the refresh before
+recounting, one process let the queue grow without bound at 5 messages/s
+(docs/results/runs/2026-12-05-freshness-contacts.md); since the recount is deferred, two
+processes against one measured queue p99 0.23 against 1.37 s
+(docs/results/runs/2026-12-05-freshness-deferred-contacts.md). The vectors worker owns the
+embedder and — in embedded mode — the Qdrant store, which admits one process only, so that
+worker runs with concurrency 1. With ``SIDECAR_QDRANT_URL`` both roles scale out to any
+number of processes and hosts. Sending them tasks is :mod:`indexer.pipeline.dispatch`.
 """
 
 from __future__ import annotations

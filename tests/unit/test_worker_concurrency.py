@@ -1,6 +1,6 @@
-"""Processes per role: full text 2 by default (its batches mostly wait on I/O, and with one
-process the next batch queued behind each batch's wait for a refresh), vectors 1 (CPU-bound;
-always 1 with the embedded store, which admits one owner process)."""
+"""Processes per role: full text 2 by default (its tasks mostly wait on I/O, and its queue
+also carries each batch's contact recount), vectors 1 (CPU-bound; always 1 with the embedded
+store, which admits one owner process)."""
 
 from __future__ import annotations
 
