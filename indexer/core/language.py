@@ -71,8 +71,13 @@ def detect(subject: str | None, body: str | None) -> str:
     """The message's language (ISO 639-1 where the model has it), or :data:`UNKNOWN` when
     there is no text or the model is unsure."""
     text = f"{subject or ''}\n{(body or '')[:HEAD_CHARS]}".strip()
-    if not text:
-        return UNKNOWN
+    return _classified(text) if text else UNKNOWN
+
+
+@lru_cache(maxsize=4096)
+def _classified(text: str) -> str:
+    """Kept for the batch's verify round, which builds each document again from a second
+    read of the same message (one detection per message, not two)."""
     code, confidence = _identifier().classify(text)
     return str(code) if confidence >= MIN_CONFIDENCE else UNKNOWN
 
