@@ -10,15 +10,18 @@ message, a CJK one (already searched as bigrams), or one whose language is unsur
 analyzer here gets none.
 
 The detector is py3langid (BSD-3): a naive Bayes model over byte n-grams (97 languages),
-chosen over pycld2 (no wheel for Python 3.14 or aarch64), lingua (a 96 MB wheel, 10× slower)
-and langdetect (slower, one miss on the set; docs/results/runs/2026-12-05-languages.md),
-shipped inside its wheel as a NumPy archive (no pickle) and loaded once per process — never
-fetched. On the multilingual set of ``tests/data/multilingual`` it labels every message
-right, at 60–230 µs a message (docs/quality.md). It reads the subject and the first
-:data:`HEAD_CHARS` characters of the body (a long patch says no more about its language),
-and answers only above :data:`MIN_CONFIDENCE` (a normalized probability): English mail
-with code in it is sometimes guessed as another language, always below 0.3 on the
-linux-mips corpus, while real prose of the set scores 0.88 or more.
+chosen over pycld2 (no wheel for Python 3.14 or aarch64), lingua (a 96 MB wheel, 10×
+slower) and langdetect (slower, one miss on the set;
+docs/results/runs/2026-12-05-languages.md), shipped inside its wheel as a NumPy archive (no
+pickle) and loaded once per process — never fetched. Loading takes ~0.6 s, streams the
+model through a 68 MB temporary file (``/tmp``, writable in every deployment) and keeps ~74
+MB resident per process that indexes. On the multilingual set of
+``tests/data/multilingual`` it labels every message right, at 60–230 µs a message
+(docs/quality.md). It reads the subject and the first :data:`HEAD_CHARS` characters of the
+body (a long patch says no more about its language), and answers only above
+:data:`MIN_CONFIDENCE` (a normalized probability): English mail with code in it is
+sometimes guessed as another language, always below 0.3 on the linux-mips corpus, while
+real prose of the set scores 0.88 or more.
 """
 
 from __future__ import annotations
