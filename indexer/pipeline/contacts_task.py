@@ -62,7 +62,8 @@ def _given_up(why: str, exc: object) -> dict[str, Any]:
     return {"stage": "contacts", "recounted": 0, "given_up": why}
 
 
-@app.task(bind=True, name=TASK, acks_late=True, reject_on_worker_lost=True, max_retries=None)
+@app.task(bind=True, name=TASK, acks_late=True, reject_on_worker_lost=True, max_retries=None,
+          ignore_result=True)  # nobody waits on it: no result written to Redis per batch
 def contacts(self: Task, payload: dict[str, Any]) -> dict[str, Any]:
     """Recount one mailbox's contacts a full-text batch moved."""
     settings = context.current().settings
