@@ -63,7 +63,9 @@ class PoisonError(ValueError):
 
 def kind_of(exc: BaseException) -> ErrorKind | None:
     """The kind of the core's own errors; ``None`` for an exception the core does not know."""
-    if isinstance(exc, ConfigurationError):
+    if isinstance(exc, ConfigurationError | ImportError):
+        # ImportError: the installation lacks a module (a venv or image older than the code);
+        # no message's fault, so it stalls until the install is fixed instead of dead-lettering
         return ErrorKind.CONFIG
     if isinstance(exc, TransientError):
         return ErrorKind.TRANSIENT

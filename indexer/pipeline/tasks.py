@@ -143,9 +143,12 @@ def _stall(task: Task, stage: str, envelope: Envelope, exc: Exception) -> NoRetu
     outage, and a real outage after the fix gets its full budget.
     """
     settings = context.current().settings
-    component = (
-        exc.component if isinstance(exc, ConfigurationError) else ENGINE_OF.get(stage, stage)
-    )
+    if isinstance(exc, ConfigurationError):
+        component = exc.component or stage
+    elif isinstance(exc, ImportError):
+        component = "install"  # a module the code needs is missing from this environment
+    else:
+        component = ENGINE_OF.get(stage, stage)
     delay = backoff_seconds(task.request.retries, cap=settings.retry_backoff_max_s)
     CONFIG_ERRORS.labels(component).inc()
     STALLED.labels(component).set(1)

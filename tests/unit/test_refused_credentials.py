@@ -123,6 +123,8 @@ def test_the_wrapped_errors_are_configuration_errors_for_every_caller() -> None:
     assert isinstance(auth, TransientError)  # the API answers 503 for it
     assert kind_of(ConfigurationError("opensearch", "x")) is ErrorKind.CONFIG
     assert kind_of(TransientError("x")) is ErrorKind.TRANSIENT
+    # a module missing from the install (a venv older than the code) stalls, never poisons
+    assert kind_of(ModuleNotFoundError("No module named 'py3langid'")) is ErrorKind.CONFIG
 
 
 def test_backoff_stays_bounded_for_a_batch_stalled_for_days() -> None:
