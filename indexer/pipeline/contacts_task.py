@@ -1,9 +1,12 @@
-"""``sidecar.contacts``: a full-text batch's contacts, recounted a second after the batch.
+"""``sidecar.contacts``: a full-text batch's contacts, recounted after the batch.
 
 A full-text task's sink does not wait for its writes to be searchable
 (:mod:`indexer.pipeline.contacts_sync`): it publishes one of these per mailbox it moved, on
-the full-text queue, due :data:`DELAY_S` later, before the batch is acknowledged. By then the
-index has usually refreshed, so the task's own wait is a single search.
+the full-text queue, before the batch is acknowledged; the task waits for the writes to be
+searchable and recounts. Published without a countdown: a Celery worker holds a task due
+later as an unacknowledged message, and with one in hand a Redis restart crashed the worker
+(kombu's ``restore_unacked`` on the lost connection: "'NoneType' object has no attribute
+'hostname'"; ``test_tail_redis_restart``).
 
 Retried as a batch is (:mod:`indexer.pipeline.tasks`): a transient failure within
 ``transient_retry_budget_s``, refused credentials without a deadline, anything else
@@ -40,18 +43,17 @@ from indexer.pipeline.deployment import (
 from indexer.settings import Settings
 
 log = logging.getLogger(__name__)
-DELAY_S = 1.0  # the index refreshes every 500 ms by default
 FIRST_FAILURE = "first_failure"
 TASK = "sidecar.contacts"
 
 
 def defer_to(settings: Settings) -> Defer:
     """``defer`` for :func:`indexer.pipeline.contacts_sync.fulltext_sink`: each recount
-    published, stamped with this deployment, due :data:`DELAY_S` later."""
+    published, stamped with this deployment, due now."""
 
     def publish(rc: Recount) -> None:
         contacts.apply_async(args=[stamped(settings, rc.to_json())],
-                             countdown=DELAY_S, queue=settings.fulltext_queue)
+                             queue=settings.fulltext_queue)
 
     return publish
 
