@@ -3,7 +3,7 @@
 A hostile caller's worst shapes (64 one-letter address or word prefixes: 5–14 s each before,
 almost all of it in the highlighter) each answer within a second or get a 400 naming the
 limit; while four of them run at once, another tenant's simple search keeps its p99 within
-2× of its quiet p99, both measured in this run.
+2× of its quiet p99, both measured in this run (300 searches each).
 """
 
 from __future__ import annotations
@@ -97,6 +97,13 @@ def test_hybrid_marks_its_page_only(api: Api) -> None:
     assert len(hits) == 5 and any("<mark>" in str(h.get("highlights")) for h in hits)
 
 
+# Each window's size. A p99 of 120 searches is their second slowest: one pause of the
+# 2-core machine's JVM or scheduler in the loaded window failed the fresh-clone run at 2.73x
+# (157 against 58 ms) while the same test measures 1.03-1.17x here; of 300 it is the third
+# slowest, so it takes several slow searches, what a tenant starved by another would see.
+SAMPLES = 300
+
+
 def _p99(samples: list[float]) -> float:
     return statistics.quantiles(samples, n=100)[98]
 
@@ -111,7 +118,7 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
     assert admitted, "no hostile shape is admitted: nothing to load the engine with"
     for _ in range(5):
         timed(api, token=TOKEN_B, **simple)  # type: ignore[arg-type]
-    quiet = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(120)]  # type: ignore[arg-type]
+    quiet = [timed(api, token=TOKEN_B, **simple)[0] for _ in range(SAMPLES)]  # type: ignore[arg-type]
     stop = threading.Event()
     statuses: list[int] = []
 
@@ -131,11 +138,11 @@ def test_another_tenants_p99_holds_while_four_hostile_searches_run(api: Api) -> 
     try:
         wait_for(lambda: len(statuses) >= len(threads), timeout=60,
                  message=lambda: f"the hostile load has not started: {statuses}")
-        # 120 of tenant B's searches, and more while the gate has let fewer than 11 hostile
-        # ones run (at 2 a second, the window must be long enough for the load to be real)
+        # SAMPLES of tenant B's searches, and more while the gate has let fewer than 11
+        # hostile ones run (at 2 a second, the window must be long enough for the load to be real)
         loaded: list[float] = []
         until = time.monotonic() + 60
-        while len(loaded) < 120 or (
+        while len(loaded) < SAMPLES or (
                 statuses.count(200) + statuses.count(400) <= 10 and time.monotonic() < until):
             loaded.append(timed(api, token=TOKEN_B, **simple)[0])  # type: ignore[arg-type]
     finally:
