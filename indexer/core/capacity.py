@@ -11,8 +11,8 @@ the worker and API tasks (vCPU) and a monthly price, from two kinds of input:
   disk keeps about a quarter of that, plus the graph), tenant promotion only past ~20,000
   points (a mailbox under it stays in the fallback shard, which must fit one node);
 - **our measured figures** (:class:`Measured`): OpenSearch bytes per message on disk, Qdrant
-  RSS and disk per point, texts embedded per second per core, CPU seconds per search, bulk
-  documents per second per core; the defaults are the figures of
+  RAM (anonymous memory) and disk per point, texts embedded per second per core, CPU
+  seconds per search, bulk documents per second per core; the defaults are the figures of
   docs/results/runs/2026-12-04-tenants.md (``sidecar bench-tenants``) and
   docs/results/benchmarks.md.
 
@@ -61,12 +61,19 @@ class Measured:
     opensearch_bytes_per_message: float = 8_314.0  # primaries' store.size, slope
     opensearch_fixed_bytes: float = 65.8e6  # the index's first segments, per store
     # Qdrant: the int8 layout with its per-point keyword indexes on disk (2026-12-05 runs of
-    # 20,000 and 100,000 messages; the in-RAM indexes before it cost 1,340 B + 74.2 MB)
-    qdrant_rss_bytes_per_point: float = 1_074.0  # a searching owner process
-    qdrant_rss_fixed_bytes: float = 70.5e6  # what the store costs before its first point
+    # 20,000 and 100,000 messages). RAM is the anonymous memory a searching owner process
+    # holds (int8 vectors, tenant index, id tracker): what a node must keep. The file-backed
+    # pages it maps (originals, graphs, payload) are page cache the kernel drops and re-reads
+    # as searches move; they live in the headroom left by ``qdrant_ram_headroom``. The VmRSS
+    # line before it (1,074 B + 70.5 MB, file pages included) over-predicted 1,000,000
+    # messages by 56 %: which pages are resident depends on which mailboxes were searched.
+    qdrant_ram_bytes_per_point: float = 642.0  # rss_anon: 17.1 MB at 20k, 68.5 MB at 100k
+    qdrant_ram_fixed_bytes: float = 4.3e6  # what the store holds before its first point
     qdrant_disk_bytes_per_point: float = 2_729.0  # int8 + originals + payload + indexes
     qdrant_disk_fixed_bytes: float = 190.6e6  # WAL and segment preallocation
-    texts_per_s_per_core: float = 8.0  # all-MiniLM-L6-v2, ONNX, 256 tokens (results/benchmarks.md)
+    # all-MiniLM-L6-v2, ONNX int8 (the default), 256 tokens: float32's 8 on busy shared cores
+    # x 2.09, int8 over float32 in the same run (results/runs/2026-12-05-encoder-int8-cls.md)
+    texts_per_s_per_core: float = 16.0
     bulk_docs_per_s_per_core: float = 80.0  # 163 docs/s on 2 busy shared cores (20k build)
     api_cpu_s_per_search: float = 0.045  # API + OpenSearch (+ Qdrant server) CPU per request
     dims: int = 384
@@ -137,7 +144,7 @@ class OpenSearchPlan:
 @dataclass(frozen=True)
 class QdrantPlan:
     points: int
-    ram_gib_measured: float  # our RSS per point (one copy)
+    ram_gib_measured: float  # our anonymous memory per point (one copy)
     ram_gib_vendor: float  # the vendor rule (int8 share of float32 x 1.5; one copy)
     ram_gib: float  # the larger, x replicas
     disk_gib: float  # x replicas
@@ -205,8 +212,8 @@ def opensearch_plan(work: Workload, measured: Measured, rules: VendorRules,
 def qdrant_plan(work: Workload, measured: Measured, rules: VendorRules,
                 prices: Prices) -> QdrantPlan:
     points = work.messages
-    measured_gib = (points * measured.qdrant_rss_bytes_per_point
-                    + measured.qdrant_rss_fixed_bytes) / GIB
+    measured_gib = (points * measured.qdrant_ram_bytes_per_point
+                    + measured.qdrant_ram_fixed_bytes) / GIB
     vendor_gib = (points * measured.dims * 4 * rules.qdrant_float32_factor
                   * rules.qdrant_int8_share / GIB)
     ram = max(measured_gib, vendor_gib) * rules.qdrant_replicas
@@ -261,10 +268,11 @@ def plan(work: Workload, measured: Measured | None = None, rules: VendorRules | 
 
 def predicted_storage(messages: int, measured: Measured | None = None) -> dict[str, float]:
     """What the model predicts a single-copy store of ``messages`` holds (the validation row
-    compares it with a run): OpenSearch primaries' bytes, Qdrant RSS and disk bytes."""
+    compares it with a run): OpenSearch primaries' bytes, Qdrant RAM (anonymous) and disk
+    bytes."""
     m = measured or Measured()
     return {"opensearch_bytes": messages * m.opensearch_bytes_per_message
             + m.opensearch_fixed_bytes,
-            "qdrant_rss_bytes": messages * m.qdrant_rss_bytes_per_point + m.qdrant_rss_fixed_bytes,
+            "qdrant_ram_bytes": messages * m.qdrant_ram_bytes_per_point + m.qdrant_ram_fixed_bytes,
             "qdrant_disk_bytes": messages * m.qdrant_disk_bytes_per_point
             + m.qdrant_disk_fixed_bytes}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
@@ -43,18 +44,18 @@ def test_nodes_grow_with_storage_heap_and_cpu() -> None:
 def test_qdrant_ram_takes_the_larger_of_measured_and_the_vendor_rule() -> None:
     work = Workload(1_000, 1_000, 1.0)
     rules = VendorRules()
-    lean = plan(work, Measured(qdrant_rss_bytes_per_point=10.0, qdrant_rss_fixed_bytes=0.0))
+    lean = plan(work, Measured(qdrant_ram_bytes_per_point=10.0, qdrant_ram_fixed_bytes=0.0))
     vendor = 1_000_000 * 384 * 4 * 1.5 * 0.25 / GIB
     assert lean.qdrant.ram_gib_vendor == pytest.approx(vendor)
     assert lean.qdrant.ram_gib == pytest.approx(vendor * rules.qdrant_replicas)
-    fat = plan(work, Measured(qdrant_rss_bytes_per_point=4_000.0, qdrant_rss_fixed_bytes=0.0))
+    fat = plan(work, Measured(qdrant_ram_bytes_per_point=4_000.0, qdrant_ram_fixed_bytes=0.0))
     assert fat.qdrant.ram_gib == pytest.approx(1_000_000 * 4_000 / GIB * 2)
     assert fat.qdrant.nodes >= lean.qdrant.nodes
 
 
 def test_workers_scale_with_the_write_rate() -> None:
     slow, fast = plan(Workload(100, 100, 1.0)), plan(Workload(100, 100, 100.0))
-    assert fast.tasks.vectors_vcpu == math.ceil(100 / 8.0 / 0.6)
+    assert fast.tasks.vectors_vcpu == math.ceil(100 / 16.0 / 0.6)
     assert fast.tasks.vectors_vcpu > slow.tasks.vectors_vcpu
     cached = plan(Workload(100, 100, 100.0, new_text_share=0.1))
     assert cached.tasks.vectors_vcpu < fast.tasks.vectors_vcpu
@@ -80,5 +81,23 @@ def test_predicted_storage_is_linear_in_messages() -> None:
     one, ten = predicted_storage(100_000, m), predicted_storage(1_000_000, m)
     assert ten["opensearch_bytes"] - m.opensearch_fixed_bytes == pytest.approx(
         10 * (one["opensearch_bytes"] - m.opensearch_fixed_bytes))
-    assert ten["qdrant_rss_bytes"] - m.qdrant_rss_fixed_bytes == pytest.approx(
-        10 * (one["qdrant_rss_bytes"] - m.qdrant_rss_fixed_bytes))
+    assert ten["qdrant_ram_bytes"] - m.qdrant_ram_fixed_bytes == pytest.approx(
+        10 * (one["qdrant_ram_bytes"] - m.qdrant_ram_fixed_bytes))
+
+
+def test_the_worked_examples_are_what_sidecar_plan_prints() -> None:
+    """docs/operations/capacity.md shows ``sidecar plan`` runs: each must be what the command
+    prints today (a changed figure changes the page, or this fails)."""
+    from sidecar_tools.cli.bench_cmds import plan_lines
+
+    page = (Path(__file__).parents[2] / "docs/operations/capacity.md").read_text()
+    block = page.split("```text\n$ sidecar plan", 1)[1].split("```", 1)[0]
+    examples = [e for e in ("$ sidecar plan" + block).split("$ sidecar plan ") if e.strip()]
+    assert len(examples) == 3
+    for example in examples:
+        command, *printed = example.strip().splitlines()
+        opts = dict(zip(command.split()[::2], command.split()[1::2], strict=True))
+        work = Workload(int(opts["--mailboxes"]), int(opts["--messages-per-mailbox"]),
+                        float(opts["--rate"]), searches=float(opts["--searches"]),
+                        whale_messages=int(opts["--whale"]))
+        assert plan_lines(plan(work)) == printed, command
