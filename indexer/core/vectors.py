@@ -16,6 +16,14 @@ from typing import Any, Protocol
 
 Payload = dict[str, Any]
 
+# The graph search's beam (Qdrant's ``hnsw_ef``) of every approximate search, both adapters.
+# Left unset, Qdrant searches with ef = limit x oversampling (400 for the API's depth 200):
+# at 1,000,000 points a 100,000-point whale, whose mail holds near-copies, had clusters of
+# near-copies its graph reached from nowhere at that beam (1 of 200 queries found none of its
+# 10 neighbours); from 512 none was missed, and 800 costs ~0.3 ms of a search (p50 1.2 against
+# 0.8 ms): docs/results/runs/2026-12-05-tenants-recall-ef.md.
+SEARCH_EF = 800
+
 
 @dataclass(frozen=True)
 class Match:

@@ -42,3 +42,14 @@ def test_one_classification_of_qdrant_errors() -> None:
     assert [classify(_response(c)) for c in (401, 403)] == ["auth"] * 2
     assert classify(_response(404)) == "unexpected"
     assert classify(ValueError("a bug")) == "unexpected"
+
+
+def test_both_adapters_search_at_one_beam() -> None:
+    """An approximate search walks the graph at :data:`SEARCH_EF` on either backend: left to
+    Qdrant (limit x oversampling) a whale's cluster of near-copies went unfound."""
+    from indexer.adapters.qdrant import edge, server
+    from indexer.core.vectors import SEARCH_EF
+
+    assert edge._search_params(exact=False).hnsw_ef == SEARCH_EF
+    assert server.RESCORE.hnsw_ef == SEARCH_EF
+    assert edge._search_params(exact=True).hnsw_ef is None  # exact: no graph at all

@@ -28,7 +28,7 @@ import qdrant_edge as qe
 
 from indexer.adapters.qdrant.edge_codec import classified, stored, to_filter
 from indexer.adapters.qdrant.edge_dir import EdgeDirectory
-from indexer.core.vectors import Filter, Hit, PointWrite, StoredPoint
+from indexer.core.vectors import SEARCH_EF, Filter, Hit, PointWrite, StoredPoint
 
 
 # The layout of the shards this store creates: the server's (see ``qdrant_server.TENANT_HNSW``
@@ -47,11 +47,12 @@ def int8() -> qe.ScalarQuantizationConfig:
 
 
 def _search_params(exact: bool) -> qe.SearchParams:
-    """Rescore with the originals (oversampling 2, as on the server); ``exact``: every
-    matching point scored with the originals."""
+    """Rescore with the originals (oversampling 2) at beam :data:`SEARCH_EF`, as on the
+    server; ``exact``: every matching point scored with the originals."""
     if exact:  # ``ignore``: an int8 shard's exact search would otherwise score in int8
         return qe.SearchParams(exact=True, quantization=qe.QuantizationSearchParams(ignore=True))
-    return qe.SearchParams(quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
+    return qe.SearchParams(hnsw_ef=SEARCH_EF,
+                           quantization=qe.QuantizationSearchParams(rescore=True, oversampling=2.0))
 
 
 def _build_shard(path: Path, dim: int, keyword_fields: Sequence[str], *, compact: bool) -> None:

@@ -19,6 +19,7 @@ from qdrant_client.http.exceptions import ResponseHandlingException, UnexpectedR
 
 from indexer.core.errors import ConfigurationError, ErrorKind, PoisonError, TransientError
 from indexer.core.vectors import (
+    SEARCH_EF,
     Condition,
     Filter,
     Hit,
@@ -118,8 +119,10 @@ INT8 = models.ScalarQuantization(
                                            always_ram=True))
 # Rescore the quantized candidates with the originals: Qdrant's default for on-disk originals,
 # stated so that a collection of either layout searches alike. Oversampling 2 fetches twice the
-# limit in int8 before rescoring (recall against exact search measured by bench-tenants).
+# limit in int8 before rescoring (recall against exact search measured by bench-tenants), at
+# the graph beam :data:`~indexer.core.vectors.SEARCH_EF`.
 RESCORE = models.SearchParams(
+    hnsw_ef=SEARCH_EF,
     quantization=models.QuantizationSearchParams(rescore=True, oversampling=2.0))
 # Exact: every matching point scored with the float32 originals (``ignore``: an int8
 # collection's exact search would otherwise score in int8 and rescore only the best).

@@ -331,6 +331,8 @@ def bench_tenants(
     search_seconds: Annotated[float, typer.Option(help="Seconds per mode, class and client "
                                                   "count.")] = 10.0,
     queries: Annotated[int, typer.Option(min=1, help="Queries per mode and class.")] = 20,
+    recall_queries: Annotated[int, typer.Option(min=1, help="Queries per class of the recall "
+                                                "measurement (exact search beside).")] = 200,
     float32: Annotated[bool, typer.Option(help="Also build the float32 layout beside the "
                                           "int8 one (RSS, disk, recall side by side).")] = True,
     purge: Annotated[bool, typer.Option(help="Then purge the whale while the others are "
@@ -350,7 +352,7 @@ def bench_tenants(
         raise typer.BadParameter("--backend is edge or server")
     opts = TenantOptions(corpus, messages, mailboxes, whale_share, mid_mailboxes, mid_share,
                          distinct, backend, shards, clients, search_seconds, queries, float32,
-                         workdir, purge)
+                         workdir, purge, recall_queries)
     result = plain(run(opts, get_settings(), lambda line: console.print(f"[dim]bench:[/] {line}")))
     if json_out is not None:
         json_out.parent.mkdir(parents=True, exist_ok=True)
