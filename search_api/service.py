@@ -73,7 +73,7 @@ def search(
     # "Did you mean" (first page of full text or hybrid) runs beside the search (suggest.py).
     suggested = (b.concurrently(suggest.did_you_mean, b, mailbox, req.q, req.node)
                  if req.mode != "semantic" and req.cursor is None else None)
-    if req.mode != "semantic" and req.sort == "relevance":  # the mailbox's own word counts
+    if req.mode == "fulltext" and req.sort == "relevance":  # the mailbox's own word counts
         req = replace(req, node=mailbox_weighted(b, mailbox, req.node))
     # search_after pages carry their sort values in the cursor: only where they hold no
     # engine score (date order), or where scores may be shown (see the score policy).
@@ -132,7 +132,7 @@ def _candidates(b: Backends, mailbox: str, req: SearchRequest, offset: int) -> l
     ranked = (
         legs.semantic(b, mailbox, req.node, DEPTH)
         if req.mode == "semantic"
-        else hybrid(b, mailbox, req.node)
+        else hybrid(b, mailbox, req.node, weigh=req.sort == "relevance")
     )
     if req.collapse:
         ranked = collapse_threads(ranked)
@@ -142,21 +142,28 @@ def _candidates(b: Backends, mailbox: str, req: SearchRequest, offset: int) -> l
 
 
 def hybrid(
-    b: Backends, mailbox: str, node: Node, tuning: HybridTuning = HYBRID
+    b: Backends, mailbox: str, node: Node, tuning: HybridTuning = HYBRID, *, weigh: bool = True
 ) -> list[Candidate]:
     """Reciprocal rank fusion of the full-text and semantic rankings on message_key (see
     :data:`HYBRID`: the full-text leg needs only some of the free words, and fetches no
-    snippets). The full-text leg runs beside the semantic one (encode + vector search): the
-    request waits for the slower."""
+    snippets); ``weigh``: the full-text leg's words weighed by the mailbox's own counts, as
+    in full-text mode (relevance order).
+
+    The semantic leg (encode + vector search) runs beside the whole full-text leg, the
+    word statistics request included: in a 100,000-message mailbox that request alone takes
+    the engine ~30 ms, as long as the semantic leg
+    (docs/results/runs/2026-12-05-tenants-whale-200k.md). The request waits for the slower."""
+    def body(words: Node) -> dict[str, Any]:
+        return legs.fulltext_body(mailbox, words, size=tuning.text_depth, by_date=False,
+                                  any_words=tuning.any_words, highlight=False)
+
     # Built (and bounded) before anything runs: an over-limit query is a 400 at once, not
-    # after the query was embedded.
-    body = legs.fulltext_body(
-        mailbox, node, size=tuning.text_depth, by_date=False, any_words=tuning.any_words,
-        highlight=False,
-    )
-    text_hits = b.concurrently(legs.fulltext, b, mailbox, body)
-    vector_hits = legs.semantic(b, mailbox, node, tuning.vector_depth)
-    return fuse(text_hits.result(), vector_hits, tuning)
+    # after the query was embedded. Weighing changes boosts only, never the bound.
+    body(node)
+    vector_hits = b.concurrently(legs.semantic, b, mailbox, node, tuning.vector_depth)
+    weighed = mailbox_weighted(b, mailbox, node) if weigh else node
+    text_hits = legs.fulltext(b, mailbox, body(weighed))
+    return fuse(text_hits, vector_hits.result(), tuning)
 
 
 def fuse(

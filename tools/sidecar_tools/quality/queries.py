@@ -107,8 +107,8 @@ class Identities:
 
 def _ranking(backends: Backends, mailbox: str, spec: QuerySpec) -> list[candidates.Candidate]:
     node = parse(spec.query)
-    if spec.mode != "semantic":  # as the API weighs words (search_api.service)
-        node = mailbox_weighted(backends, mailbox, node)
+    if spec.mode == "fulltext":  # as the API weighs words (search_api.service; hybrid
+        node = mailbox_weighted(backends, mailbox, node)  # weighs its own full-text leg)
     if spec.mode == "fulltext":
         body = candidates.fulltext_body(
             mailbox, node, size=PAGE, by_date=False, collapse=spec.collapse
