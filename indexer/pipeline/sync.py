@@ -13,12 +13,15 @@ stale one is caught by the strong read after the write and only costs another ro
 
 from __future__ import annotations
 
-from collections.abc import Callable, Collection, Mapping
-from dataclasses import dataclass, field
+import contextvars
+from collections.abc import Callable, Collection, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
 from typing import Any, Protocol
 
 from indexer.core.documents import (
     MessageState,
+    Participant,
     VectorTarget,
     document_hash,
     search_document,
@@ -37,12 +40,23 @@ from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 MAX_ROUNDS = 5
 
 
+class StagedParticipants(Protocol):
+    """A participant-store sync that has read and not yet written."""
+
+    @property
+    def projected(self) -> Mapping[MessageRef, Sequence[Participant]]:
+        """Each touched message's participants once :meth:`commit` has run."""
+        ...
+
+    def commit(self) -> None: ...
+
+
 class TableReader(Protocol):
     def read_states(
         self, refs: Collection[MessageRef], *, participants: bool
     ) -> dict[MessageRef, MessageState]: ...
 
-    def sync_participants(self, refs: Collection[ParticipantRef]) -> None: ...
+    def stage_participants(self, refs: Collection[ParticipantRef]) -> StagedParticipants: ...
 
 
 class FullTextSink(Protocol):
@@ -135,6 +149,56 @@ class _Reader:
         return states
 
 
+class _ParticipantsBeside:
+    """The participant store's sync folded into a full-text sync's first round: its reads run
+    beside the first read of the messages, whose documents take the participants the store
+    *will* hold, and its writes beside the first bulk request.
+
+    Why: a new message's participant items arrive in the same batch as the message, and
+    writing the store before reading the message put three DynamoDB round trips in front of
+    the document (their tail was the full-text path's largest, issue 42). Safe because the
+    verify read starts after both writes returned and reads the store again: a concurrent
+    sync of another participant of the same message shows as a changed document and is
+    written again, exactly as when the store was written first.
+    """
+
+    def __init__(self, table: TableReader, refs: Collection[ParticipantRef]) -> None:
+        self._table, self._refs = table, refs
+        self._staged: StagedParticipants | None = None
+        self._first_read = True
+
+    def read(self, reader: _Reader, refs: Collection[MessageRef]) -> dict[MessageRef, MessageState]:
+        if not self._first_read:
+            return reader(refs)
+        self._first_read = False
+        with ThreadPoolExecutor(max_workers=1) as pool:
+            staging = pool.submit(contextvars.copy_context().run,
+                                  self._table.stage_participants, self._refs)
+            states = reader(refs)
+            self._staged = staging.result()
+        projected = self._staged.projected
+        return {
+            r: replace(s, participants=tuple(projected[r]))
+            if s.message is not None and r in projected else s
+            for r, s in states.items()
+        }
+
+    def writer(
+        self, apply: Callable[[Mapping[MessageRef, Any]], dict[MessageRef, str]]
+    ) -> Callable[[Mapping[MessageRef, Any]], dict[MessageRef, str]]:
+        def write(docs: Mapping[MessageRef, Any]) -> dict[MessageRef, str]:
+            staged, self._staged = self._staged, None
+            if staged is None:
+                return apply(docs)
+            with ThreadPoolExecutor(max_workers=1) as pool:
+                committing = pool.submit(contextvars.copy_context().run, staged.commit)
+                rejected = apply(docs)
+                committing.result()
+            return rejected
+
+        return write
+
+
 def sync_fulltext(
     table: TableReader,
     sink: FullTextSink,
@@ -144,16 +208,17 @@ def sync_fulltext(
     eventual: bool = False,
 ) -> Outcome:
     """Make the full-text index hold exactly the table's projection of these messages
-    (``eventual``: the first read eventually consistent; every verify read stays strong)."""
-    if participants:
-        table.sync_participants(participants)
-
+    (``eventual``: the first read eventually consistent; every verify read stays strong), and
+    the participant store these participant items (:class:`_ParticipantsBeside`)."""
     reader = _Reader(table, participants=True, body=True, eventual=eventual)
+    beside = _ParticipantsBeside(table, participants) if participants else None
 
     def read(refs: Collection[MessageRef]) -> dict[MessageRef, Mapping[str, Any] | None]:
-        return {r: search_document(s) for r, s in reader(refs).items()}
+        states = reader(refs) if beside is None else beside.read(reader, refs)
+        return {r: search_document(s) for r, s in states.items()}
 
-    return _converge(messages, read, sink.apply, document_hash)
+    write = sink.apply if beside is None else beside.writer(sink.apply)
+    return _converge(messages, read, write, document_hash)
 
 
 def _vector_key(target: VectorTarget) -> str:

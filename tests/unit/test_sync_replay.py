@@ -36,8 +36,8 @@ class _Table:
         state = self.stale if (self.stale is not None and not consistent) else self.current
         return {r: state for r in refs}
 
-    def sync_participants(self, refs: Collection[ParticipantRef]) -> None:
-        pass
+    def stage_participants(self, refs: Collection[ParticipantRef]) -> Any:
+        raise AssertionError("no participant items in these batches")
 
 
 class _Index:

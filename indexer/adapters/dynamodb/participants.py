@@ -22,6 +22,7 @@ import hashlib
 from collections import defaultdict
 from collections.abc import Collection, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer, TypeSerializer
@@ -67,6 +68,41 @@ def _wanted(ref: ParticipantRef, current: Mapping[Key, Mapping[str, Any]]) -> An
     })
 
 
+def _people(attrs: Mapping[str, Any]) -> tuple[Participant, ...]:
+    """A PEOPLE item's participant attributes (raw DynamoDB JSON maps), sorted."""
+    return tuple(sorted((_participant(v["M"]) for v in attrs.values()),
+                        key=lambda p: (p.role, p.email)))
+
+
+@dataclass(frozen=True)
+class StagedParticipants:
+    """A participant sync that has read and not yet written: ``projected`` is what each
+    touched message's PEOPLE item holds once :meth:`commit` has run.
+
+    Why staged: the full-text document of a new message names its participants, and writing
+    the store first put three DynamoDB round trips (read the mail items, read the store, write)
+    in front of the document's own reads. Staged, the reads run beside the document's reads and
+    the write beside the bulk request; the verify read that follows both still reads the store,
+    so a concurrent sync of another participant of the same message is caught as before.
+    """
+
+    store: ParticipantStore
+    jobs: tuple[tuple[MessageRef, tuple[ParticipantRef, ...]], ...]
+    current: Mapping[Key, Mapping[str, Any]]
+    projected: Mapping[MessageRef, tuple[Participant, ...]]
+
+    def commit(self) -> None:
+        """One ``UpdateItem`` per message whose stored participants differ, ``WRITERS`` at a
+        time."""
+        if len(self.jobs) <= 1:
+            for message, people in self.jobs:
+                self.store.update(message, people, self.current)
+            return
+        with ThreadPoolExecutor(max_workers=min(WRITERS, len(self.jobs))) as pool:
+            list(pool.map(lambda job: self.store.update(job[0], job[1], self.current),
+                          self.jobs))
+
+
 class ParticipantStore:
     """Reads and writes of the per-message participant items in the sidecar's table."""
 
@@ -76,17 +112,13 @@ class ParticipantStore:
 
     def of_many(self, refs: Collection[MessageRef]) -> dict[MessageRef, tuple[Participant, ...]]:
         """Each message's participants, sorted; strongly consistent ``BatchGetItem``s."""
-        return {
-            ref: tuple(sorted((_participant(v["M"]) for v in attrs.values()),
-                              key=lambda p: (p.role, p.email)))
-            for ref, attrs in self._stored(refs).items()
-        }
+        return {ref: _people(attrs) for ref, attrs in self._stored(refs).items()}
 
-    def write(
+    def stage(
         self, refs: Collection[ParticipantRef], current: Mapping[Key, Mapping[str, Any]]
-    ) -> None:
-        """Set (or remove, when the mail item is gone) each participant's attribute; one
-        ``UpdateItem`` per message whose stored participants differ, ``WRITERS`` at a time.
+    ) -> StagedParticipants:
+        """Read what the store holds for these participants' messages and plan the writes
+        that set (or remove, when the mail item is gone) each participant's attribute.
 
         Why read first: re-deliveries, replays and backfills mostly bring participants the
         store already holds; one ``BatchGetItem`` per 100 messages then saves their writes.
@@ -95,17 +127,26 @@ class ParticipantStore:
         for ref in refs:
             by_message[ref.message].append(ref)
         stored = self._stored(list(by_message))
-        jobs = [
-            (message, people)
-            for message, people in by_message.items()
-            if any(stored[message].get(attribute_name(r)) != _wanted(r, current) for r in people)
-        ]
-        if len(jobs) <= 1:
-            for message, people in jobs:
-                self._update(message, people, current)
-            return
-        with ThreadPoolExecutor(max_workers=min(WRITERS, len(jobs))) as pool:
-            list(pool.map(lambda job: self._update(job[0], job[1], current), jobs))
+        jobs: list[tuple[MessageRef, tuple[ParticipantRef, ...]]] = []
+        projected: dict[MessageRef, tuple[Participant, ...]] = {}
+        for message, people in by_message.items():
+            attrs = dict(stored[message])
+            for ref in people:
+                wanted = _wanted(ref, current)
+                if wanted is None:
+                    attrs.pop(attribute_name(ref), None)
+                else:
+                    attrs[attribute_name(ref)] = wanted
+            if attrs != stored[message]:
+                jobs.append((message, tuple(people)))
+            projected[message] = _people(attrs)
+        return StagedParticipants(self, tuple(jobs), current, projected)
+
+    def write(
+        self, refs: Collection[ParticipantRef], current: Mapping[Key, Mapping[str, Any]]
+    ) -> None:
+        """:meth:`stage`, then commit at once (the backfill's participants pass)."""
+        self.stage(refs, current).commit()
 
     def _stored(self, messages: Collection[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
         """Each message's participant attributes as stored (raw DynamoDB JSON maps)."""
@@ -115,12 +156,13 @@ class ParticipantStore:
             found[by_pk[item["PK"]["S"]]] = {k: v for k, v in item.items() if k.startswith("p_")}
         return found
 
-    def _update(
+    def update(
         self,
         message: MessageRef,
-        people: list[ParticipantRef],
+        people: Collection[ParticipantRef],
         current: Mapping[Key, Mapping[str, Any]],
     ) -> None:
+        """One message's ``UpdateItem``: ``SET`` each wanted attribute, ``REMOVE`` the rest."""
         names: dict[str, str] = {}
         values: dict[str, Any] = {}
         sets: list[str] = []

@@ -15,7 +15,7 @@ from typing import Any
 from botocore.exceptions import BotoCoreError, ClientError
 
 from indexer.adapters.aws.io import Key, batch_get, classify_error, items, pages, plain
-from indexer.adapters.dynamodb.participants import ParticipantStore
+from indexer.adapters.dynamodb.participants import ParticipantStore, StagedParticipants
 from indexer.adapters.dynamodb.tables import INIT_HINT, MAIL_HINT, Needed, require
 from indexer.core.documents import MessageState, Participant
 from indexer.core.errors import RecordError
@@ -162,9 +162,11 @@ class DynamoStore:
         """The participants the sidecar has seen for a message (strongly consistent)."""
         return self._people.of_many([ref])[ref]
 
-    def sync_participants(self, refs: Collection[ParticipantRef]) -> None:
-        """Make the participant store match the mail table for these items: one strongly
-        consistent read of each participant item, then the write.
+    def stage_participants(self, refs: Collection[ParticipantRef]) -> StagedParticipants:
+        """Read what the participant store must hold for these mail-table participant items
+        (one strongly consistent read of each, and of their messages' PEOPLE items); the
+        writes wait for :meth:`StagedParticipants.commit`, so a caller can run them beside
+        its own (:func:`indexer.pipeline.sync.sync_fulltext` runs them beside the bulk).
 
         Why no verify re-read (it was over half of a message's read units, issue 28): a
         participant item is put in its message's transaction and deleted with it, never
@@ -178,7 +180,12 @@ class DynamoStore:
         """
         pending = set(refs)
         current = self.get_items((r.pk, r.sk) for r in pending)
-        self._people.write(pending, current)
+        return self._people.stage(pending, current)
+
+    def sync_participants(self, refs: Collection[ParticipantRef]) -> None:
+        """Make the participant store match the mail table for these items now (read, then
+        write): :meth:`stage_participants` committed at once."""
+        self.stage_participants(refs).commit()
 
     def describe(self) -> None:
         """Readiness probe: both tables exist and answer (:class:`MissingTableError` names a

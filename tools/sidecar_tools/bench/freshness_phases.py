@@ -9,7 +9,10 @@ that phase; :func:`take` hands the lists over at the task's end and starts the n
 Only timing is added around each call: arguments, results and errors pass through unchanged.
 
 A phase called more than once in a task (the table read, then the verify reads) keeps one
-figure per call, in order, so the report can tell the first read from the verify.
+figure per call, in order, so the report can tell the first read from the verify. Phases may
+overlap: the participant store's read runs beside the first table read and its write beside
+the first bulk (:func:`indexer.pipeline.sync.sync_fulltext`), so their figures do not add up to
+the task's.
 
 ``without_contacts`` is an ablation for measurements only, never a configuration: the
 full-text task writes the message index alone (the sink without the contact summary), to
@@ -27,7 +30,11 @@ from typing import Any, Protocol
 PHASES: dict[str, tuple[str, str, str]] = {
     # phase: (module, class, method)
     "table read": ("indexer.adapters.dynamodb.store", "DynamoStore", "read_states"),
-    "participants": ("indexer.adapters.dynamodb.store", "DynamoStore", "sync_participants"),
+    # the participant store's sync, read beside the table read and written beside the bulk
+    "participants: read": ("indexer.adapters.dynamodb.store", "DynamoStore",
+                           "stage_participants"),
+    "participants: write": ("indexer.adapters.dynamodb.participants", "StagedParticipants",
+                            "commit"),
     "index before": ("indexer.adapters.opensearch.reads", "IndexReads", "sources"),
     "bulk": ("indexer.adapters.opensearch.writes", "IndexWrites", "apply"),
     "contacts: wait visible": ("indexer.adapters.opensearch.contacts", "ContactsIndex",
