@@ -79,21 +79,27 @@ def messages_of(corpus: Corpus) -> list[Message]:
         for _, email in read_emails(path):
             if isinstance(email, Rejected):
                 continue
-            try:
-                items = to_items(email, mailbox)
-            except InvalidEmail:
-                continue
-            row = items.message
-            ref = MessageRef(mailbox, str(row["message_key"]))
-            forai = row.get("forai")
-            found[ref] = Message(
-                ref,
-                str(row["thread_key"]),
-                int(row["ts"]),
-                forai if isinstance(forai, str) else None,
-                email,
-            )
+            stored = stored_message(mailbox, email)
+            if stored is not None:
+                found[stored.ref] = stored
     return list(found.values())
+
+
+def stored_message(mailbox: str, email: dict[str, Any]) -> Message | None:
+    """What the writer stores for ``email`` in ``mailbox`` (None: an email it refuses)."""
+    try:
+        items = to_items(email, mailbox)
+    except InvalidEmail:
+        return None
+    row = items.message
+    forai = row.get("forai")
+    return Message(
+        MessageRef(mailbox, str(row["message_key"])),
+        str(row["thread_key"]),
+        int(row["ts"]),
+        forai if isinstance(forai, str) else None,
+        email,
+    )
 
 
 def prepare(settings: Settings, corpus: Corpus, cache_dir: Path) -> Dataset:

@@ -55,7 +55,6 @@ from sidecar_tools.bench.freshness_report import (
     task_times,
 )
 from sidecar_tools.bench.freshness_watch import (
-    Processes,
     Seen,
     opensearch_finder,
     poll,
@@ -190,11 +189,13 @@ def write_steadily(
 
 # -- the run ----------------------------------------------------------------------------------
 
-def _wait(what: str, ready: Callable[[], bool], timeout_s: float, procs: Processes,
-          say: Say) -> None:
+def wait_done(what: str, ready: Callable[[], bool], timeout_s: float,
+              check: Callable[[], None], say: Say) -> None:
+    """Poll ``ready`` until it holds, calling ``check`` between polls (it raises when a
+    process the run needs has exited: a dead worker must not pass for a slow one)."""
     deadline = time.monotonic() + timeout_s
     while not ready():
-        procs.check()
+        check()
         if time.monotonic() > deadline:
             raise TimeoutError(f"{what}: not done after {timeout_s:.0f}s")
         time.sleep(0.2)
@@ -255,8 +256,8 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
                                        settings.embed_recipe)
         if failed:
             raise RuntimeError(f"warm-up write failed: {failed}")
-        _wait("warm-up searchable", lambda: not fulltext.waiting and ended_vectors(wrote),
-              600, procs, say)
+        wait_done("warm-up searchable", lambda: not fulltext.waiting and ended_vectors(wrote),
+                  600, procs.check, say)
         errors.clear()  # the alias did not exist until the warm-up message was indexed
         written_from = time.time()
         say(f"writing {count} messages at {opts.rate:g}/s")
@@ -267,8 +268,9 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         say(f"wrote {len(written)} in {write_s:.1f}s ({len(failed)} failed); waiting for the "
             "indexes")
         try:
-            _wait("all searchable", lambda: not fulltext.waiting and ended_vectors(written),
-                  opts.drain_s, procs, say)
+            wait_done("all searchable",
+                      lambda: not fulltext.waiting and ended_vectors(written),
+                      opts.drain_s, procs.check, say)
         except TimeoutError as exc:
             say(str(exc))
         load_after = os.getloadavg()
@@ -278,7 +280,7 @@ def run(opts: FreshnessOptions, base: Settings, say: Say) -> dict[str, Any]:
         for thread in pollers:
             thread.join(10)
         if not opts.keep:
-            _clean(settings)
+            clean(settings)
     tasks = read_events(events)
     calls = stream_calls(events)
     vector_seen = vectors.found if server else first_ends(tasks, "vectors")
@@ -322,10 +324,20 @@ def _warnings(log: Path) -> int:
                and "DeprecationWarning" not in line)
 
 
-def _clean(settings: Settings) -> None:
-    """Drop the run's index family, tables and embedded store (the events stay)."""
+def clean(settings: Settings) -> None:
+    """Drop the run's index family, tables, and embedded store or its collections on a Qdrant
+    server (the events stay)."""
     from indexer.adapters.aws import clients as aws
     from indexer.adapters.opensearch.index import build_client
+    from indexer.adapters.qdrant.index import build_store
+
+    if settings.qdrant_url:  # a server outlives the run: what the run made on it goes
+        with contextlib.suppress(Exception):
+            store, name = build_store(settings), settings.qdrant_collection
+            store.set_aliases({a: None for a in store.aliases() if a.startswith(name)})
+            for collection in sorted(c for c in store.collections() if c.startswith(name)):
+                store.drop(collection)
+            store.close()
 
     with contextlib.suppress(Exception):  # cleaning is best effort: never hide the figures
         build_client(settings).indices.delete(index=f"{settings.opensearch_index}*",

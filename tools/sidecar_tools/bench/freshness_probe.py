@@ -1,9 +1,11 @@
 """Run a sidecar process (``sidecar tail``, a Celery worker) with Celery's own signals recorded.
 
 ``python -m sidecar_tools.bench.freshness_probe sidecar tail ...`` or ``... celery -A ...
-worker ...`` runs the real command in this process after connecting three receivers that
-append one JSON line per event to ``$SIDECAR_FRESHNESS_LOG`` (``O_APPEND``: the tailer and the
-workers' pool children share one file):
+worker ...`` (or ``... sidecar serve``: with the embedded store the API runs the vectors tasks
+itself, :mod:`sidecar_tools.bench.query_stream`; the tailer's stream timers it also gets wrap
+calls the API never makes) runs the real command in this process after connecting three
+receivers that append one JSON line per event to ``$SIDECAR_FRESHNESS_LOG`` (``O_APPEND``: the
+tailer and the workers' pool children share one file):
 
 - ``publish`` (``after_task_publish``, in the tailer): the task is in the broker;
 - ``start`` / ``end`` (``task_prerun`` / ``task_postrun``, in a worker's pool child): the task's

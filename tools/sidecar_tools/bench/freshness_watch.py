@@ -23,7 +23,7 @@ from sidecar_tools.bench.freshness_report import (
 
 # -- the processes ----------------------------------------------------------------------------
 
-def _probe_argv(argv: list[str]) -> list[str]:
+def probe_argv(argv: list[str]) -> list[str]:
     """``python -m celery ...`` / ``python -m indexer.cli.main ...`` under the probe."""
     probe = [sys.executable, "-m", "sidecar_tools.bench.freshness_probe"]
     if argv[1:3] == ["-m", "celery"]:
@@ -58,20 +58,23 @@ class Processes:
 
 
 def start_processes(settings: Settings, stage: str, events: Path, log: Path, *,
-                    fulltext_concurrency: int | None = None, ablate: str = "") -> Processes:
-    """One worker per queue (the full-text one with ``fulltext_concurrency`` processes, as
-    ``sidecar worker --concurrency``; None: its default), then ``sidecar tail``, each under
-    the probe; ``ablate="contacts"``: the full-text task keeps no contact summary (a
-    measurement's ablation, :mod:`sidecar_tools.bench.freshness_phases`)."""
+                    fulltext_concurrency: int | None = None, ablate: str = "",
+                    roles: tuple[str, ...] | None = None) -> Processes:
+    """One worker per queue of ``roles`` (None: every role; the full-text one with
+    ``fulltext_concurrency`` processes, as ``sidecar worker --concurrency``; None: its
+    default), then ``sidecar tail``, each under the probe; ``ablate="contacts"``: the
+    full-text task keeps no contact summary (a measurement's ablation,
+    :mod:`sidecar_tools.bench.freshness_phases`). ``roles=("fulltext",)``: the Edge layout,
+    where ``sidecar serve`` owns the embedded store and consumes the vectors queue itself."""
     from indexer.pipeline.workers import ROLES, worker_argv
 
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", PROBE_ENV: str(events),
            ABLATE_ENV: ablate}
     procs = Processes()
-    for role in ROLES:
+    for role in ROLES if roles is None else roles:
         concurrency = fulltext_concurrency if role == "fulltext" else None
-        procs.start(_probe_argv(worker_argv(settings, role, concurrency, "WARNING")), env, log)
-    procs.start(_probe_argv(["tail", "--stage", stage, "--metrics-port", "0"]), env, log)
+        procs.start(probe_argv(worker_argv(settings, role, concurrency, "WARNING")), env, log)
+    procs.start(probe_argv(["tail", "--stage", stage, "--metrics-port", "0"]), env, log)
     return procs
 
 

@@ -16,7 +16,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -211,23 +211,34 @@ BENCH_LIMITS = {
 }
 
 
-def start_api(settings: Settings, mailbox: str, port: int, log: Path) -> ApiProcess:
+def start_api(
+    settings: Settings,
+    mailbox: str,
+    port: int,
+    log: Path,
+    *,
+    argv: Sequence[str] | None = None,
+    env: Mapping[str, str] | None = None,
+) -> ApiProcess:
     """``sidecar serve`` (owner of the embedded store) with a bench-only token, its per-caller
-    limits lifted (:data:`BENCH_LIMITS`)."""
+    limits lifted (:data:`BENCH_LIMITS`). ``argv``: the command instead of the plain
+    ``sidecar serve`` (a bench that watches its Celery tasks runs it under its probe);
+    ``env``: further variables of the process."""
     port = port or _free_port()
     token = "bench-" + os.urandom(12).hex()
-    env = {
+    child_env = {
         **os.environ,
         **to_env(settings),
         "SIDECAR_API_PORT": str(port),
         "SIDECAR_API_TOKENS": json.dumps({token_hash(token): [mailbox]}),
         "HF_HUB_OFFLINE": "1",
         **BENCH_LIMITS,
+        **(env or {}),
     }
     with log.open("ab") as sink:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "indexer.cli.main", "serve"],
-            env=env,
+            list(argv or [sys.executable, "-m", "indexer.cli.main", "serve"]),
+            env=child_env,
             stdout=sink,
             stderr=sink,
             start_new_session=True,

@@ -177,6 +177,46 @@ def _print_scale_targets(result: dict[str, Any]) -> None:
                       f"{'yes' if gap <= API_SLACK_MS else 'no'} |")
 
 
+def bench_query_stream(
+    layout: Annotated[str, typer.Option(
+        help="edge: `sidecar serve` owns the embedded store and consumes the vectors queue; "
+             "server: a Qdrant server (SIDECAR_QDRANT_URL, else one started from "
+             "SIDECAR_QDRANT_BIN), a vectors worker of its own, the API only serving.")
+    ] = "edge",
+    seconds: Annotated[float, typer.Option(min=1, help="Seconds of each phase.")] = 60.0,
+    rate: Annotated[float, typer.Option(
+        min=0.1, help="Messages stored per second during the stream phase.")] = 5.0,
+    clients: Annotated[int, typer.Option(min=1, help="Search client threads.")] = 8,
+    seed_messages: Annotated[int, typer.Option(
+        min=1, help="Messages indexed into the searched mailbox before measuring.")] = 500,
+    corpus: Annotated[Path | None, typer.Option(
+        help="NormalizedEmail JSON lines (default: the repository's linux-mips-4k).")] = None,
+    json_out: Annotated[Path | None, typer.Option("--json", help="Write the figures here.")] = None,
+    workdir: Annotated[Path, typer.Option(help="Scratch space (logs, the probe's events).")] = (
+        Path(".sidecar/bench/query-stream")),
+    keep: Annotated[bool, typer.Option(
+        help="Keep the run's table, index and vectors afterwards.")] = False,
+) -> None:
+    """Semantic search through the API with and without a document stream being indexed:
+    `clients` threads search for `seconds` (quiet), then as long again while the store
+    writer stores mail at `rate` and the real tailer and workers index it (stream); the
+    clients' p50/p95/p99 and errors, the API's own histograms per phase (bucket-bounded) and
+    the documents indexed during the stream phase."""
+    from sidecar_tools.bench.query_stream import LAYOUTS, QueryStreamOptions, run
+    from sidecar_tools.bench.query_stream_report import markdown
+
+    if layout not in LAYOUTS:
+        raise typer.BadParameter("--layout must be edge or server")
+    opts = QueryStreamOptions(layout=layout, seconds=seconds, rate=rate, clients=clients,
+                              seed_messages=seed_messages, corpus=corpus, workdir=workdir,
+                              keep=keep)
+    result = run(opts, get_settings(), lambda line: console.print(f"[dim]query-stream:[/] {line}"))
+    if json_out is not None:
+        json_out.parent.mkdir(parents=True, exist_ok=True)
+        json_out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    print(markdown(result))
+
+
 def bench_vectors(
     points: Annotated[int, typer.Option(min=100, help="Random 384-d points per backend.")] = 10_000,
     backends: Annotated[str, typer.Option(help="Comma-separated: edge, server, local.")] = (
@@ -416,6 +456,7 @@ def register(app: typer.Typer) -> None:
     app.command("bench-encoders")(bench_encoders)
     app.command("bench-scale")(bench_scale)
     app.command("bench-freshness")(bench_freshness)
+    app.command("bench-query-stream")(bench_query_stream)
     app.command("bench-cost")(bench_cost)
     app.command("bench-tenants")(bench_tenants)
     app.command("plan")(plan)
