@@ -22,6 +22,7 @@ from indexer.adapters.embedding.embedder import (
 from indexer.adapters.embedding.query_batch import QueryBatcher
 from indexer.adapters.qdrant import targets as vt
 from indexer.adapters.qdrant.index import VectorIndex
+from indexer.metrics import QUERY_ENCODE_SECONDS
 from indexer.settings import Settings
 from search_api.engine_errors import BackendUnavailable
 
@@ -124,7 +125,11 @@ class QueryEncoder:
             batcher = self._batchers.get(id(embedder))
             if batcher is None:
                 batcher = self._batchers[id(embedder)] = QueryBatcher(embedder.embed_query)
-        return batcher.embed_query([text])[0]
+        started = time.perf_counter()
+        try:
+            return batcher.embed_query([text])[0]
+        finally:
+            QUERY_ENCODE_SECONDS.observe(time.perf_counter() - started)
 
     def close(self) -> None:
         for batcher in self._batchers.values():

@@ -28,7 +28,7 @@ API_BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10)  # index
 
 
 class ApiSeries:
-    """A registry holding the API's three series the report reads (real client objects)."""
+    """A registry holding the API's four series the report reads (real client objects)."""
 
     def __init__(self) -> None:
         self.registry = CollectorRegistry()
@@ -36,6 +36,8 @@ class ApiSeries:
                                   buckets=API_BUCKETS, registry=self.registry)
         self.embeds = Histogram("sidecar_embed_seconds", "", registry=self.registry,
                                 buckets=(0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60))
+        self.queries = Histogram("sidecar_query_encode_seconds", "", registry=self.registry,
+                                 buckets=(0.0025, 0.005, 0.0075, 0.01, 0.015, 0.02, 0.03, 0.05))
         self.applied = Counter("sidecar_worker_messages_total", "", ["stage", "outcome"],
                                registry=self.registry)
 
@@ -93,6 +95,7 @@ def test_the_api_view_of_a_phase() -> None:
     api.search(0.04)
     api.embeds.observe(0.02)
     api.embeds.observe(0.2)  # a document batch of the Edge consumer, in the same histogram
+    api.queries.observe(0.012)
     api.applied.labels("vectors", "applied").inc(7)
     api.applied.labels("vectors", "retried").inc(2)
     found = server_side(before, api.text())
@@ -100,6 +103,8 @@ def test_the_api_view_of_a_phase() -> None:
     assert found["semantic_request"]["p99_ms"] == pytest.approx([25.0, 50.0])
     assert found["embed_call"]["n"] == 2
     assert found["embed_call"]["p99_ms"] == pytest.approx([100.0, 250.0])
+    assert found["query_encode"]["n"] == 1
+    assert found["query_encode"]["p99_ms"] == pytest.approx([10.0, 15.0])
     assert found["vectors_applied_in_api"] == 7
     assert counter(api.text(), "sidecar_worker_messages_total", {"stage": "vectors"}) == 12
     assert histogram(api.text(), EMBEDS)[math.inf] == 2
@@ -108,6 +113,7 @@ def test_the_api_view_of_a_phase() -> None:
 def test_the_table_has_a_row_per_phase_and_says_what_the_buckets_mean() -> None:
     api = {"p50_ms": 20.0, "p95_ms": 30.0, "p99_ms": 40.0, "calls": 10, "errors": 0}
     own = {"semantic_request": {"n": 10, "p99_ms": [25.0, 50.0]},
+           "query_encode": {"n": 10, "p99_ms": [7.5, 10.0]},
            "embed_call": {"n": 10, "p99_ms": [0.0, 50.0]}}
     result = {
         "clients": 8, "seconds": 5.0, "layout": "edge", "vector_store": "embedded",
@@ -119,7 +125,7 @@ def test_the_table_has_a_row_per_phase_and_says_what_the_buckets_mean() -> None:
         },
     }
     text = markdown(result)
-    assert "| quiet | 10 | 0 | 20.0 | 30.0 | 40.0 | 25–50 | 0–50 | – / – |" in text
+    assert "| quiet | 10 | 0 | 20.0 | 30.0 | 40.0 | 25–50 | 7.5–10 | 0–50 | – / – |" in text
     assert "| stream |" in text and "| – | 10 / 9 |" in text
     assert "documents' batches" in text  # the Edge caveat
     assert not any("documents' batches" in n for n in notes("server"))
