@@ -18,14 +18,18 @@ record (or ``reconcile --repair``) indexes those messages again: the report says
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
-from typing import Any
+import time
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, field
+from typing import Any, TypeVar
 
 from indexer.adapters import factories
 from indexer.adapters.dynamodb.dlq import remove_task_results
 from indexer.adapters.opensearch.contacts import ContactsIndex
 from indexer.ops.engines import open_engines
 from indexer.settings import Settings
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +45,9 @@ class PurgeReport:
     task_results: int
     table_still_has_messages: bool
     contacts: int = 0
+    # wall-clock seconds of each step: a purge of a large mailbox runs beside everyone's
+    # searches, and an operator sizing its window wants to know which store took the time
+    seconds: dict[str, float] = field(default_factory=dict)
 
     @property
     def removed(self) -> int:
@@ -58,18 +65,30 @@ class PurgeReport:
         return asdict(self) | {"removed": self.removed}
 
 
+def _step(seconds: dict[str, float], name: str, run: Callable[[], T]) -> T:
+    began = time.perf_counter()
+    try:
+        return run()
+    finally:
+        seconds[name] = round(time.perf_counter() - began, 3)
+
+
 def purge(settings: Settings, mailbox: str) -> PurgeReport:
     """Remove ``mailbox`` from both indexes and the sidecar's stores (idempotent)."""
     if not mailbox or "#" in mailbox:
         raise ValueError("a mailbox id is non-empty and never contains '#'")
+    took: dict[str, float] = {}
     with open_engines(settings) as engines:
-        docs = engines.fulltext.delete_mailbox(mailbox)
-        contacts = 0 if engines.fulltext.serverless else (
-            ContactsIndex(engines.fulltext).delete_mailbox(mailbox))
-        points, cached = engines.vectors.delete_mailbox(mailbox)
-        participants = engines.store.delete_participants_of_mailbox(mailbox)
+        docs = _step(took, "opensearch", lambda: engines.fulltext.delete_mailbox(mailbox))
+        contacts = 0 if engines.fulltext.serverless else _step(
+            took, "contacts", lambda: ContactsIndex(engines.fulltext).delete_mailbox(mailbox))
+        points, cached = _step(took, "qdrant", lambda: engines.vectors.delete_mailbox(mailbox))
+        participants = _step(took, "participants",
+                             lambda: engines.store.delete_participants_of_mailbox(mailbox))
         left = any(engines.store.mailbox_pages(mailbox, limit=1))
-    dead = factories.dead_letters(settings).remove_mailbox(mailbox)
-    results = remove_task_results(factories.redis_client(settings), mailbox)
+    dead = _step(took, "dead_letters",
+                 lambda: factories.dead_letters(settings).remove_mailbox(mailbox))
+    results = _step(took, "task_results",
+                    lambda: remove_task_results(factories.redis_client(settings), mailbox))
     return PurgeReport(mailbox, docs, points, cached, participants, dead, results, left,
-                       contacts)
+                       contacts, took)

@@ -149,3 +149,21 @@ def test_direct_json_answers_equal_motos_serializer() -> None:
             assert json.loads(got[2]) == json.loads(want[2]), operation
     finally:
         DynamoResult.execute_result = stock  # type: ignore[method-assign]
+
+
+def test_the_launcher_quiets_the_garbage_collector() -> None:
+    """The launcher's collector settings (the full collections that paused every request for
+    up to 182 ms are rare): thresholds raised, start-up's objects frozen out of it."""
+    import gc
+
+    from sidecar_tools.stack.moto_server import GC_THRESHOLDS, quiet_gc
+
+    before = gc.get_threshold()
+    try:
+        quiet_gc()
+        assert gc.get_threshold() == GC_THRESHOLDS
+        assert gc.get_freeze_count() > 0
+        assert GC_THRESHOLDS[0] > before[0]
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*before)

@@ -78,7 +78,10 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         "table_still_has_messages": True,
         "contacts": report.contacts,
         "removed": 20 + report.participants + report.contacts,
+        "seconds": report.seconds,
     }
+    assert set(report.seconds) == {"opensearch", "contacts", "qdrant", "participants",
+                                   "dead_letters", "task_results"}
     assert report.participants > 0
     assert report.contacts > 0  # the correspondents of its messages, kept by the workers
 

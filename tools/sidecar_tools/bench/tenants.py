@@ -674,18 +674,21 @@ def measure_purge(settings: Settings, work: Mapping[str, ClassWork], opts: Tenan
         quiet = _searching(api, work, lambda: time.monotonic() > stop_at)
         env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
         began = time.perf_counter()
-        with (run_dir / "purge.log").open("ab") as sink:
+        with (run_dir / "purge.log").open("ab") as sink, \
+                (run_dir / "purge.json").open("wb") as out:
             purge = subprocess.Popen(
                 [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox",
-                 work["whale"].mailbox, "--json"], env=env, stdout=sink, stderr=sink)
+                 work["whale"].mailbox, "--json"], env=env, stdout=out, stderr=sink)
         during = _searching(api, work, lambda: purge.poll() is not None)
         duration = time.perf_counter() - began
         log(f"tenants: purge of the whale took {duration:.1f} s (exit {purge.returncode})")
         left = build_opensearch(settings).count(
             index=settings.opensearch_index, routing=work["whale"].mailbox,
             body={"query": {"term": {"mailbox_id": work["whale"].mailbox}}})["count"]
+        report = json.loads((run_dir / "purge.json").read_text() or "{}")
         return {"duration_s": duration, "exit_code": purge.returncode, "quiet": quiet,
-                "during": during, "whale_documents_left": int(left)}
+                "during": during, "whale_documents_left": int(left),
+                "step_seconds": report.get("seconds", {})}
     finally:
         stop_api(api)
 
