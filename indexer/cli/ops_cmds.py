@@ -24,14 +24,16 @@ T = TypeVar("T")
 
 def _or_exit(operation: Callable[[], T]) -> T:
     """Run an operation; an engine that cannot be used ends the command with status 2 and
-    one line saying why (the embedded Qdrant store owned by another process, an engine down)."""
+    one line saying why (the embedded Qdrant store owned by another process, an engine down,
+    a table missing)."""
+    from indexer.adapters.dynamodb.tables import MissingTableError
     from indexer.adapters.qdrant.index import LegacyStoreError, StoreBusyError
     from indexer.adapters.qdrant.server import QdrantAuthError
     from indexer.core.errors import TransientError
 
     try:
         return operation()
-    except (StoreBusyError, LegacyStoreError, QdrantAuthError) as exc:
+    except (StoreBusyError, LegacyStoreError, QdrantAuthError, MissingTableError) as exc:
         logs.refuse(str(exc))
     except TransientError as exc:
         logs.refuse(f"an engine is unavailable, nothing was decided: {exc}")

@@ -79,6 +79,9 @@ def purge(settings: Settings, mailbox: str) -> PurgeReport:
         raise ValueError("a mailbox id is non-empty and never contains '#'")
     took: dict[str, float] = {}
     with open_engines(settings) as engines:
+        # both tables answer before anything is deleted: a misconfiguration refuses (naming
+        # the missing table) instead of stopping halfway through the stores
+        engines.store.describe()
         docs = _step(took, "opensearch", lambda: engines.fulltext.delete_mailbox(mailbox))
         contacts = 0 if engines.fulltext.serverless else _step(
             took, "contacts", lambda: ContactsIndex(engines.fulltext).delete_mailbox(mailbox))

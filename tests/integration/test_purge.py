@@ -127,3 +127,21 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
 def test_purge_rejects_a_bad_mailbox_id(settings: Settings) -> None:
     with pytest.raises(ValueError, match="#"):
         purge(settings, "a#b")
+
+
+def test_purge_without_the_sidecar_table_refuses_before_deleting_anything(
+    settings: Settings, tmp_path: Path, unique: str
+) -> None:
+    """A misconfigured state table (never created, or a wrong name) ends the command with
+    status 2 and one line naming the table, and the mailbox's documents are still there."""
+    box = f"kept-{unique}@x.org"
+    index_mailboxes(settings, tmp_path, {box: 2})
+    wrong = settings.model_copy(update={"state_table": f"missing-{unique}"})
+    cli = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox", box, "--json"],
+        env={**os.environ, **to_env(wrong)}, capture_output=True, text=True, timeout=300,
+    )
+    assert cli.returncode == 2, cli.stderr
+    assert f"missing-{unique}" in cli.stderr and "does not exist" in cli.stderr
+    assert "Traceback" not in cli.stderr
+    assert len(opensearch_docs(settings, box)) == 2
