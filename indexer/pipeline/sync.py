@@ -17,7 +17,7 @@ import contextvars
 from collections.abc import Callable, Collection, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from indexer.core.documents import (
     MessageState,
@@ -38,6 +38,8 @@ from indexer.core.plan import (
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe
 
 MAX_ROUNDS = 5
+A = TypeVar("A")
+B = TypeVar("B")
 
 
 class StagedParticipants(Protocol):
@@ -149,6 +151,15 @@ class _Reader:
         return states
 
 
+def _beside(other: Callable[[], A], own: Callable[[], B]) -> tuple[A, B]:
+    """``other`` on a thread of its own (in a copy of this context: spans nest) while ``own``
+    runs here; both results once both have returned (an error of ``own`` wins)."""
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        running = pool.submit(contextvars.copy_context().run, other)
+        mine = own()
+        return running.result(), mine
+
+
 class _ParticipantsBeside:
     """The participant store's sync folded into a full-text sync's first round: its reads run
     beside the first read of the messages, whose documents take the participants the store
@@ -171,12 +182,9 @@ class _ParticipantsBeside:
         if not self._first_read:
             return reader(refs)
         self._first_read = False
-        with ThreadPoolExecutor(max_workers=1) as pool:
-            staging = pool.submit(contextvars.copy_context().run,
-                                  self._table.stage_participants, self._refs)
-            states = reader(refs)
-            self._staged = staging.result()
-        projected = self._staged.projected
+        staged, states = _beside(lambda: self._table.stage_participants(self._refs),
+                                 lambda: reader(refs))
+        self._staged, projected = staged, staged.projected
         return {
             r: replace(s, participants=tuple(projected[r]))
             if s.message is not None and r in projected else s
@@ -190,11 +198,7 @@ class _ParticipantsBeside:
             staged, self._staged = self._staged, None
             if staged is None:
                 return apply(docs)
-            with ThreadPoolExecutor(max_workers=1) as pool:
-                committing = pool.submit(contextvars.copy_context().run, staged.commit)
-                rejected = apply(docs)
-                committing.result()
-            return rejected
+            return _beside(staged.commit, lambda: apply(docs))[1]
 
         return write
 

@@ -142,12 +142,6 @@ class ParticipantStore:
             projected[message] = _people(attrs)
         return StagedParticipants(self, tuple(jobs), current, projected)
 
-    def write(
-        self, refs: Collection[ParticipantRef], current: Mapping[Key, Mapping[str, Any]]
-    ) -> None:
-        """:meth:`stage`, then commit at once (the backfill's participants pass)."""
-        self.stage(refs, current).commit()
-
     def _stored(self, messages: Collection[MessageRef]) -> dict[MessageRef, dict[str, Any]]:
         """Each message's participant attributes as stored (raw DynamoDB JSON maps)."""
         by_pk = {item_pk(m): m for m in messages}
