@@ -95,13 +95,17 @@ def _print_report(report: ReconcileReport) -> None:
 
 def purge(
     mailbox: Annotated[str, typer.Option(help="The mailbox to remove.")],
+    rate: Annotated[float | None, typer.Option(
+        help="Documents (and points) deleted per second from each engine; 0 = as fast as "
+        "they go. Default: SIDECAR_PURGE_RATE.")] = None,
     as_json: Annotated[bool, typer.Option("--json", help="Print the report as JSON.")] = False,
 ) -> None:
-    """Remove a mailbox from both indexes and every sidecar store (idempotent)."""
+    """Remove a mailbox from both indexes and every sidecar store (idempotent), paced so
+    that everyone else's searches keep their latency."""
     from indexer.ops.purge import purge as run
 
     try:
-        report = _or_exit(lambda: run(get_settings(), mailbox))
+        report = _or_exit(lambda: run(get_settings(), mailbox, rate))
     except ValueError as exc:
         raise typer.BadParameter(str(exc)) from exc
     if as_json:

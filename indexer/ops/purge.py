@@ -73,22 +73,30 @@ def _step(seconds: dict[str, float], name: str, run: Callable[[], T]) -> T:
         seconds[name] = round(time.perf_counter() - began, 3)
 
 
-def purge(settings: Settings, mailbox: str) -> PurgeReport:
-    """Remove ``mailbox`` from both indexes and the sidecar's stores (idempotent)."""
+def purge(settings: Settings, mailbox: str, rate: float | None = None) -> PurgeReport:
+    """Remove ``mailbox`` from both indexes and the sidecar's stores (idempotent). The
+    engines' deletes are paced at ``rate`` per second (default ``SIDECAR_PURGE_RATE``)."""
     if not mailbox or "#" in mailbox:
         raise ValueError("a mailbox id is non-empty and never contains '#'")
+    pace = settings.purge_rate if rate is None else rate
+    if pace < 0:
+        raise ValueError("the purge rate is a number of documents per second, 0 or more")
     took: dict[str, float] = {}
+    began = time.perf_counter()
     with open_engines(settings) as engines:
         # both tables answer before anything is deleted: a misconfiguration refuses (naming
         # the missing table) instead of stopping halfway through the stores
         engines.store.describe()
-        docs = _step(took, "opensearch", lambda: engines.fulltext.delete_mailbox(mailbox))
+        took["open"] = round(time.perf_counter() - began, 3)
+        docs = _step(took, "opensearch",
+                     lambda: engines.fulltext.delete_mailbox(mailbox, pace))
         contacts = 0 if engines.fulltext.serverless else _step(
             took, "contacts", lambda: ContactsIndex(engines.fulltext).delete_mailbox(mailbox))
-        points, cached = _step(took, "qdrant", lambda: engines.vectors.delete_mailbox(mailbox))
+        points, cached = _step(took, "qdrant",
+                               lambda: engines.vectors.delete_mailbox(mailbox, pace))
         participants = _step(took, "participants",
                              lambda: engines.store.delete_participants_of_mailbox(mailbox))
-        left = any(engines.store.mailbox_pages(mailbox, limit=1))
+        left = _step(took, "check", lambda: any(engines.store.mailbox_pages(mailbox, limit=1)))
     dead = _step(took, "dead_letters",
                  lambda: factories.dead_letters(settings).remove_mailbox(mailbox))
     results = _step(took, "task_results",

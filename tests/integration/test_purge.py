@@ -80,8 +80,8 @@ def test_purge_removes_every_trace(settings: Settings, tmp_path: Path, unique: s
         "removed": 20 + report.participants + report.contacts,
         "seconds": report.seconds,
     }
-    assert set(report.seconds) == {"opensearch", "contacts", "qdrant", "participants",
-                                   "dead_letters", "task_results"}
+    assert set(report.seconds) == {"open", "opensearch", "contacts", "qdrant", "participants",
+                                   "check", "dead_letters", "task_results"}
     assert report.participants > 0
     assert report.contacts > 0  # the correspondents of its messages, kept by the workers
 
@@ -145,3 +145,30 @@ def test_purge_without_the_sidecar_table_refuses_before_deleting_anything(
     assert f"missing-{unique}" in cli.stderr and "does not exist" in cli.stderr
     assert "Traceback" not in cli.stderr
     assert len(opensearch_docs(settings, box)) == 2
+
+
+def test_purge_is_paced_at_the_rate_asked(settings: Settings, tmp_path: Path,
+                                          unique: str) -> None:
+    """``--rate 20`` deletes 20 messages from each engine in about a second (batches of two,
+    OpenSearch throttling its own delete-by-query task, the vector deletes sleeping between
+    batches) where unpaced they take milliseconds; everything is still removed."""
+    box = f"paced-{unique}@x.org"
+    index_mailboxes(settings, tmp_path, {box: 20})
+    cli = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox", box, "--rate", "20",
+         "--json"],
+        env={**os.environ, **to_env(settings)}, capture_output=True, text=True, timeout=300,
+    )
+    assert cli.returncode == 0, cli.stderr
+    report = json.loads(cli.stdout)
+    assert report["fulltext_docs"] == 20 and report["vector_points"] == 20
+    # 20 documents at 20/s: 9 pauses of 0.1 s at least after the first batch of each engine
+    assert report["seconds"]["opensearch"] >= 0.85
+    assert report["seconds"]["qdrant"] >= 0.85
+    assert opensearch_docs(settings, box) == {} and qdrant_points(settings, box) == {}
+
+    refused = subprocess.run(
+        [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox", box, "--rate", "-1"],
+        env={**os.environ, **to_env(settings)}, capture_output=True, text=True, timeout=300,
+    )
+    assert refused.returncode == 2 and "rate" in refused.stderr

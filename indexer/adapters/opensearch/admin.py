@@ -151,8 +151,9 @@ class IndexAdmin(IndexFamily):
             if not buckets or after is None:
                 return found
 
-    def delete_mailbox(self, mailbox_id: str) -> int:
-        """Delete every document of a mailbox from every index of the family; the count.
-        A collection has no ``_delete_by_query``: search and bulk-delete until none is left."""
+    def delete_mailbox(self, mailbox_id: str, rate: float = 0) -> int:
+        """Delete every document of a mailbox from every index of the family, ``rate``
+        documents per second (0 = unpaced); the count. A collection has no
+        ``_delete_by_query``: search and bulk-delete until none is left."""
         return self.flavour.delete_mailbox(self._call, self.client, f"{self.alias}-v*",
-                                           mailbox_id)
+                                           mailbox_id, rate)

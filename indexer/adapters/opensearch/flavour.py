@@ -8,6 +8,7 @@ itself (its signer's service), so every index built from settings follows it.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -19,6 +20,10 @@ from indexer.adapters.opensearch import cluster
 from indexer.adapters.opensearch import serverless as aoss
 from indexer.adapters.opensearch.cluster import distribution
 from indexer.core.errors import TransientError
+from indexer.core.pace import batch_size
+
+# delete-by-query's scroll batch when unpaced (OpenSearch's own default)
+DELETE_SCROLL = 1000
 
 Call = Callable[..., Any]
 
@@ -47,8 +52,9 @@ class Flavour(Protocol):
         """Every hit of a mailbox (not routed), in any order."""
 
     def delete_mailbox(self, call: Call, client: OpenSearch, pattern: str,
-                       mailbox_id: str) -> int:
-        """Delete a mailbox's documents from every index matching ``pattern``; the count."""
+                       mailbox_id: str, rate: float) -> int:
+        """Delete a mailbox's documents from every index matching ``pattern``, ``rate``
+        documents per second (0 = unpaced); the count."""
 
     def bulk_params(self, client: OpenSearch) -> dict[str, Any]:
         """Extra parameters of a ``_bulk`` call."""
@@ -78,10 +84,16 @@ class Managed:
         yield from helpers.scan(client, query=body, index=alias, size=500)
 
     def delete_mailbox(self, call: Call, client: OpenSearch, pattern: str,
-                       mailbox_id: str) -> int:
-        result = call(client.delete_by_query, index=pattern,
-                      body={"query": {"term": {"mailbox_id": mailbox_id}}},
-                      conflicts="proceed", refresh=True)
+                       mailbox_id: str, rate: float) -> int:
+        """A delete-by-query run as a task, throttled by the engine itself
+        (``requests_per_second``, small scroll batches): a paced purge of a whale outlasts any
+        one HTTP request's timeout, so the task is polled until it completes."""
+        started = call(client.delete_by_query, index=pattern,
+                       body={"query": {"term": {"mailbox_id": mailbox_id}}},
+                       conflicts="proceed", refresh=True, wait_for_completion=False,
+                       requests_per_second=rate if rate > 0 else -1,
+                       scroll_size=batch_size(rate, DELETE_SCROLL))
+        result = _completed(call, client, str(started["task"]))
         if result.get("failures"):
             raise TransientError(f"opensearch delete_by_query: {result['failures'][0]}")
         return int(result.get("deleted", 0))
@@ -119,12 +131,26 @@ class Serverless:
             return
 
     def delete_mailbox(self, call: Call, client: OpenSearch, pattern: str,
-                       mailbox_id: str) -> int:
+                       mailbox_id: str, rate: float) -> int:
         return aoss.delete_by_search(call, client, pattern, mailbox_id,
-                                     aoss.visible_timeout(client))
+                                     aoss.visible_timeout(client), rate)
 
     def bulk_params(self, client: OpenSearch) -> dict[str, Any]:
         return {}  # collections take no wait_for_active_shards
+
+
+def _completed(call: Call, client: OpenSearch, task_id: str) -> Mapping[str, Any]:
+    """The response of a finished task, polled at a growing interval (a small purge is done
+    in milliseconds, a paced whale's in minutes)."""
+    wait = 0.05
+    while True:
+        status = call(client.tasks.get, task_id=task_id)
+        if status.get("completed"):
+            if status.get("error"):
+                raise TransientError(f"opensearch task {task_id}: {status['error']}")
+            return dict(status.get("response") or {})
+        time.sleep(wait)
+        wait = min(1.0, wait * 2)
 
 
 def flavour_of(client: OpenSearch) -> Flavour:

@@ -28,6 +28,7 @@ from typing import Any
 from opensearchpy import OpenSearch
 
 from indexer.core.errors import TransientError
+from indexer.core.pace import Pace, batch_size
 
 # Settings a collection refuses in a template or index body (the service manages them).
 REFUSED_SETTINGS = frozenset({"number_of_shards", "number_of_replicas", "refresh_interval"})
@@ -134,17 +135,20 @@ def search_after_hits(
 
 
 def delete_by_search(
-    call: Call, client: OpenSearch, pattern: str, mailbox_id: str, timeout_s: float
+    call: Call, client: OpenSearch, pattern: str, mailbox_id: str, timeout_s: float,
+    rate: float = 0,
 ) -> int:
     """Delete every document of a mailbox in the indices matching ``pattern``; the count.
 
     Each round pages the ids (:func:`search_after_hits`) and bulk-deletes them, then waits
     until the deletes are searchable and looks again: a document written meanwhile, or one
     a page boundary skipped, is found by the next round. Deleted = items answered ``deleted``
-    (a 404 is a document already gone, not counted).
+    (a 404 is a document already gone, not counted). ``rate`` paces the deletes (documents
+    per second, 0 = unpaced) in bulks of a tenth of it.
     """
     indices = sorted(call(client.indices.get, index=pattern))  # a wildcard: {} when none
-    deleted = 0
+    deleted, size, pace = 0, batch_size(rate, PAGE), Pace(rate)
+    pace.start()
     for _ in range(MAX_DELETE_ROUNDS):
         found = 0
         for index in indices:
@@ -152,12 +156,14 @@ def delete_by_search(
             for hit in search_after_hits(call, client, index, mailbox_id, False):
                 routing = hit.get("_routing", mailbox_id)
                 batch.append({"delete": {"_index": index, "_id": hit["_id"], "routing": routing}})
-                if len(batch) == PAGE:
+                if len(batch) == size:
                     deleted += _bulk(call, client, batch)
-                    found, batch = found + PAGE, []
+                    found, batch = found + size, []
+                    pace.done(size)
             if batch:
                 deleted += _bulk(call, client, batch)
                 found += len(batch)
+                pace.done(len(batch))
         if not found:
             return deleted
         wait_searchable(call, client, indices, timeout_s)

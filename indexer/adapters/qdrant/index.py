@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from indexer.adapters.qdrant.edge import EdgeStore
 from indexer.adapters.qdrant.edge_dir import LegacyStoreError, StoreBusyError
 from indexer.core.documents import point_id
+from indexer.core.pace import Pace, batch_size
 from indexer.core.plan import MessageRef
 from indexer.core.recipes import DEFAULT_RECIPE, Recipe, collection_name
 from indexer.core.vectors import (
@@ -157,17 +158,18 @@ class VectorIndex:
             if "mailbox_id" in p.payload
         }
 
-    def delete_mailbox(self, mailbox_id: str) -> tuple[int, int]:
+    def delete_mailbox(self, mailbox_id: str, rate: float = 0) -> tuple[int, int]:
         """Delete a mailbox's points from every collection of this model (the live one and
         any a reindex builds or keeps), and the cached vectors of texts no remaining point of
-        that collection uses (a vector is derived from the mail's text).
+        that collection uses (a vector is derived from the mail's text). ``rate`` paces the
+        deletes (points per second, :mod:`indexer.core.pace`; 0 = unpaced).
 
         Returns (points, cache entries) removed.
         """
         points = cached = 0
         names = self.store.collections()
         for name in sorted(n for n in names if self._in_family(n)):
-            removed = self._delete_mailbox_in(name, mailbox_id, f"{name}-cache" in names)
+            removed = self._delete_mailbox_in(name, mailbox_id, f"{name}-cache" in names, rate)
             points, cached = points + removed[0], cached + removed[1]
         self.store.flush()
         return points, cached
@@ -176,18 +178,28 @@ class VectorIndex:
         own = name == self.family or name.startswith(f"{self.family}-")
         return own and not name.endswith("-cache")
 
-    def _delete_mailbox_in(self, collection: str, mailbox_id: str, cache: bool) -> tuple[int, int]:
+    def _delete_mailbox_in(self, collection: str, mailbox_id: str, cache: bool,
+                           rate: float) -> tuple[int, int]:
+        """The mailbox's points by id in paced batches, then by filter: the filter finds what
+        was written while the batches ran (none, usually), and is cheap when nothing is left."""
         flt = match("mailbox_id", mailbox_id)
         hashes: set[str] = set()
-        points = 0
+        ids: list[str] = []
         for page in self.store.scroll(collection, flt, ["content_hash"]):
-            points += len(page)
+            ids += [p.id for p in page]
             hashes |= {str(h) for p in page if (h := p.payload.get("content_hash"))}
+        pace, size = Pace(rate), batch_size(rate)
+        pace.start()
+        for start in range(0, len(ids), size):
+            self.store.delete(collection, ids[start : start + size])
+            pace.done(len(ids[start : start + size]))
         self.store.delete_by_filter(collection, flt)
         unused = sorted(hashes - self._hashes_in_use(collection, hashes)) if cache else []
-        if unused:
-            self.store.delete(f"{collection}-cache", [cache_id(h) for h in unused])
-        return points, len(unused)
+        for start in range(0, len(unused), size):
+            self.store.delete(f"{collection}-cache",
+                              [cache_id(h) for h in unused[start : start + size]])
+            pace.done(len(unused[start : start + size]))
+        return len(ids), len(unused)
 
     def _hashes_in_use(self, collection: str, hashes: Iterable[str]) -> set[str]:
         ordered, used = sorted(hashes), set[str]()

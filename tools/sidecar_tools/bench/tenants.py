@@ -644,27 +644,39 @@ def measure_latency(settings: Settings, work: Mapping[str, ClassWork], opts: Ten
 
 
 def _searching(api: ApiProcess, work: Mapping[str, ClassWork], until: Callable[[], bool]
-               ) -> dict[str, dict[str, float]]:
+               ) -> dict[str, dict[str, Any]]:
     """One client searching the mid-size and small mailboxes (full text and semantic, in
     turn) until ``until()``; p50/p99 (ms) per class."""
     callers = [(cls, _caller(api, work[cls], mode), work[cls].inputs[mode])
                for cls in ("mid", "small") for mode in ("fulltext", "semantic")]
     samples: dict[str, list[float]] = {"mid": [], "small": []}
-    n = 0
+    when: dict[str, list[float]] = {"mid": [], "small": []}
+    n, start = 0, time.perf_counter()
     while not until():
         cls, call, inputs = callers[n % len(callers)]
         began = time.perf_counter()
         if call(inputs[(n // len(callers)) % len(inputs)]):
             samples[cls].append((time.perf_counter() - began) * 1000)
+            when[cls].append(began - start)
         n += 1
-    return {cls: {"p50_ms": percentile(v, 50), "p99_ms": percentile(v, 99), "calls": len(v)}
+    return {cls: {"p50_ms": percentile(v, 50), "p99_ms": percentile(v, 99), "calls": len(v),
+                  "slowest": _slowest(when[cls], v)}
             for cls, v in samples.items()}
+
+
+def _slowest(began_s: Sequence[float], ms: Sequence[float], keep: int = 10
+             ) -> list[list[float]]:
+    """The ``keep`` slowest calls as [seconds into the window, ms], in time order: where a
+    tail sits against the purge's steps."""
+    worst = sorted(range(len(ms)), key=lambda i: ms[i], reverse=True)[:keep]
+    return [[round(began_s[i], 2), round(ms[i], 1)] for i in sorted(worst)]
 
 
 def measure_purge(settings: Settings, work: Mapping[str, ClassWork], opts: TenantOptions,
                   run_dir: Path, log: Log) -> dict[str, Any]:
     """``sidecar purge`` of the whale while one client searches the others: their p99 before
-    (``search_seconds``) and during, and how long the purge took."""
+    (``search_seconds``), during and after (``search_seconds``), and how long the purge took
+    at the settings' pace (``SIDECAR_PURGE_RATE``)."""
     api = start_api(settings, [w.mailbox for w in work.values()], run_dir / "api-purge.log")
     try:
         for cls in ("mid", "small"):  # warm-up
@@ -682,12 +694,17 @@ def measure_purge(settings: Settings, work: Mapping[str, ClassWork], opts: Tenan
         during = _searching(api, work, lambda: purge.poll() is not None)
         duration = time.perf_counter() - began
         log(f"tenants: purge of the whale took {duration:.1f} s (exit {purge.returncode})")
+        # the engines' work outlasts the purge (Qdrant's vacuum of the emptied segments,
+        # OpenSearch's merges of the deletes): the same window again, after
+        stop_at = time.monotonic() + opts.search_seconds
+        after = _searching(api, work, lambda: time.monotonic() > stop_at)
         left = build_opensearch(settings).count(
             index=settings.opensearch_index, routing=work["whale"].mailbox,
             body={"query": {"term": {"mailbox_id": work["whale"].mailbox}}})["count"]
         report = json.loads((run_dir / "purge.json").read_text() or "{}")
         return {"duration_s": duration, "exit_code": purge.returncode, "quiet": quiet,
-                "during": during, "whale_documents_left": int(left),
+                "during": during, "after": after, "rate_per_s": settings.purge_rate,
+                "whale_documents_left": int(left),
                 "step_seconds": report.get("seconds", {})}
     finally:
         stop_api(api)
@@ -928,6 +945,21 @@ def summary(result: Mapping[str, Any]) -> list[str]:
     if "opensearch" in result:
         lines.append(f"opensearch: {result['opensearch']['store_bytes_per_message']:.0f} "
                      "B/message (primaries)")
+    if "purge" in result:
+        lines += _purge_lines(result["purge"])
+    return lines
+
+
+def _purge_lines(purge: Mapping[str, Any]) -> list[str]:
+    """The purge's duration and the others' p99 before, during and after, with the ratio."""
+    lines = [f"purge of the whale: {purge['duration_s']:.1f} s at "
+             f"{purge.get('rate_per_s', 0):g}/s, exit {purge['exit_code']}"]
+    for cls, quiet in purge.get("quiet", {}).items():
+        during, after = purge["during"].get(cls, {}), purge.get("after", {}).get(cls, {})
+        lines.append(f"  {cls}: p99 quiet {quiet['p99_ms']:.1f}, during "
+                     f"{during.get('p99_ms', float('nan')):.1f} "
+                     f"({during.get('p99_ms', float('nan')) / quiet['p99_ms']:.2f}x), after "
+                     f"{after.get('p99_ms', float('nan')):.1f} ms")
     return lines
 
 
