@@ -59,7 +59,7 @@ class PipelineSettings(BaseModel):
         default=900, description="Seconds before a dead worker's unacked task is redelivered."
     )
     purge_rate: float = Field(
-        default=2000, ge=0,
+        default=1000, ge=0,
         description="Documents (and points) per second `sidecar purge` deletes from each "
         "engine, in small batches, so that purging a large mailbox does not take the engines' "
         "CPU from everyone's searches; 0 = as fast as the engines go.",

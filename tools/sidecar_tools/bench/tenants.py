@@ -96,6 +96,7 @@ MODES = ("fulltext", "semantic", "hybrid", "similar")
 PAGE = 20
 NOISE_SIGMA = 0.01
 DOC_BATCH = 2_000
+PURGE_WINDOW_S = 60.0
 POINT_BATCH = 512
 _SER = TypeSerializer()
 
@@ -684,17 +685,23 @@ def _searching(api: ApiProcess, work: Mapping[str, ClassWork], until: Callable[[
     return _call_stats(_search_calls(api, work, until))
 
 
+def _purge_window(opts: TenantOptions) -> float:
+    """Seconds of the quiet and the after windows: a p99 of at least a minute of calls
+    (about 2,500 per class), so that the ratio is not one outlier's."""
+    return max(opts.search_seconds, PURGE_WINDOW_S)
+
+
 def measure_purge(settings: Settings, work: Mapping[str, ClassWork], opts: TenantOptions,
                   run_dir: Path, log: Log) -> dict[str, Any]:
     """``sidecar purge`` of the whale while one client searches the others: their p99 before
-    (``search_seconds``), during and after (``search_seconds``), and how long the purge took
+    (:func:`_purge_window`), during and after (the same), and how long the purge took
     at the settings' pace (``SIDECAR_PURGE_RATE``)."""
     api = start_api(settings, [w.mailbox for w in work.values()], run_dir / "api-purge.log")
     try:
         for cls in ("mid", "small"):  # warm-up
             for mode in ("fulltext", "semantic"):
                 _caller(api, work[cls], mode)(work[cls].inputs[mode][0])
-        stop_at = time.monotonic() + opts.search_seconds
+        stop_at = time.monotonic() + _purge_window(opts)
         quiet = _searching(api, work, lambda: time.monotonic() > stop_at)
         env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
         began = time.perf_counter()
@@ -708,7 +715,7 @@ def measure_purge(settings: Settings, work: Mapping[str, ClassWork], opts: Tenan
         log(f"tenants: purge of the whale took {duration:.1f} s (exit {purge.returncode})")
         # the engines' work outlasts the purge (Qdrant's vacuum of the emptied segments,
         # OpenSearch's merges of the deletes): the same window again, after
-        stop_at = time.monotonic() + opts.search_seconds
+        stop_at = time.monotonic() + _purge_window(opts)
         after = _searching(api, work, lambda: time.monotonic() > stop_at)
         left = build_opensearch(settings).count(
             index=settings.opensearch_index, routing=work["whale"].mailbox,
