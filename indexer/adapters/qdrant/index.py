@@ -188,18 +188,21 @@ class VectorIndex:
         for page in self.store.scroll(collection, flt, ["content_hash"]):
             ids += [p.id for p in page]
             hashes |= {str(h) for p in page if (h := p.payload.get("content_hash"))}
-        pace, size = Pace(rate), batch_size(rate)
+        pace = Pace(rate)
         pace.start()
-        for start in range(0, len(ids), size):
-            self.store.delete(collection, ids[start : start + size])
-            pace.done(len(ids[start : start + size]))
+        self._delete_paced(collection, ids, pace)
         self.store.delete_by_filter(collection, flt)
         unused = sorted(hashes - self._hashes_in_use(collection, hashes)) if cache else []
-        for start in range(0, len(unused), size):
-            self.store.delete(f"{collection}-cache",
-                              [cache_id(h) for h in unused[start : start + size]])
-            pace.done(len(unused[start : start + size]))
+        self._delete_paced(f"{collection}-cache", [cache_id(h) for h in unused], pace)
         return len(ids), len(unused)
+
+    def _delete_paced(self, collection: str, ids: Sequence[str], pace: Pace) -> None:
+        """``ids`` deleted in batches of a tenth of the pace's rate, each followed by its wait."""
+        size = batch_size(pace.rate)
+        for start in range(0, len(ids), size):
+            chunk = ids[start : start + size]
+            self.store.delete(collection, chunk)
+            pace.done(len(chunk))
 
     def _hashes_in_use(self, collection: str, hashes: Iterable[str]) -> set[str]:
         ordered, used = sorted(hashes), set[str]()
