@@ -1,7 +1,9 @@
 """Issue 40 part 4: a Celery worker's stdout and stderr are JSON lines only — no ASCII banner
 (``celery -q``) — and the lines about a task carry ``task_id`` and ``task_name`` (replacing
 Celery's task formatter with ours had dropped them). A real full-text worker at INFO indexes
-a few messages sent by the ingestor; everything it wrote is read back."""
+a few messages sent by the ingestor; everything it wrote is read back. Whether the contact
+recount the batch publishes runs before the worker stops depends on timing, so both task
+names are accepted on the lines their code logs."""
 
 from __future__ import annotations
 
@@ -45,6 +47,11 @@ def test_a_workers_output_is_json_lines_with_the_task_on_task_lines(
     for entry in about_tasks:
         assert entry.get("task_id") and entry["task_id"] in str(entry["message"]), entry
         assert entry.get("task_name") and f"{entry['task_name']}[" in str(entry["message"]), entry
-    inside = [e for e in entries if e.get("logger") == "opensearch"]  # logged by the task's code
-    assert inside and all(e.get("task_name") == "sidecar.fulltext" and e.get("task_id")
-                          for e in inside), inside
+    # Logged by a task's code: the full-text batch, or the contact recount it publishes (which
+    # this worker also runs when it fetches it before the stop; CI's timing decides that).
+    ran = {(e["task_name"], e["task_id"]) for e in about_tasks}
+    inside = [e for e in entries if e.get("logger") == "opensearch"]
+    assert any(e.get("task_name") == "sidecar.fulltext" for e in inside), inside
+    strays = [e for e in inside if (e.get("task_name"), e.get("task_id")) not in ran
+              or e["task_name"] not in {"sidecar.fulltext", "sidecar.contacts"}]
+    assert not strays, strays
