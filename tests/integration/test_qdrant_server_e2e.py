@@ -152,6 +152,6 @@ def _after(settings: Settings, ddb: Any, moved: Any) -> None:
         assert store.count(index.alias, match("mailbox_id", BOX)) == len(want)
         schema = store.client.get_collection(moved.new).payload_schema  # type: ignore[attr-defined]
         assert schema["mailbox_id"].params.is_tenant is True
-        assert {"thread_key", "message_key"} <= set(schema)
+        assert {"thread_key", "message_key", "content_hash"} <= set(schema)
     finally:
         store.close()

@@ -144,7 +144,7 @@ def test_cluster_layout_reaches_every_collection(qdrant_server: object) -> None:
         assert client.get_collection(name).config.params.shard_number == 3, name
     schema = client.get_collection(index.collection).payload_schema
     assert schema["mailbox_id"].params.is_tenant is True
-    assert {"thread_key", "message_key"} <= set(schema)
+    assert {"thread_key", "message_key", "content_hash"} <= set(schema)
     store.close()
 
 

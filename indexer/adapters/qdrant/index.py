@@ -39,7 +39,10 @@ __all__ = ["LegacyStoreError", "StoreBusyError", "VectorIndex", "build_store", "
 
 _CACHE_NAMESPACE = uuid.UUID("0d3e2c9a-8c51-4a8f-b3f4-6d2f3c7e9b10")
 # Keyword indexes beside the tenant index on mailbox_id: filters and must_not use them.
-KEYWORD_FIELDS = ("thread_key", "message_key")
+# content_hash: a purge asks which of a mailbox's texts other points still use (their cached
+# vectors stay); unindexed, every 256 hashes read every point of the collection: 130 s of a
+# 1M-point purge (docs/results/runs/2026-12-05-tenants-1m-purge-paced.md)
+KEYWORD_FIELDS = ("thread_key", "message_key", "content_hash")
 
 
 def build_store(settings: QdrantSettings) -> VectorStore:
