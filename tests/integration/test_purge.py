@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -166,9 +167,25 @@ def test_purge_is_paced_at_the_rate_asked(settings: Settings, tmp_path: Path,
     assert report["seconds"]["opensearch"] >= 0.85
     assert report["seconds"]["qdrant"] >= 0.85
     assert opensearch_docs(settings, box) == {} and qdrant_points(settings, box) == {}
+    # the delete-by-query task's record (OpenSearch keeps one per task not waited for) removed
+    alias = factories.fulltext_index(settings).alias
+    assert task_records_naming(settings, f"delete-by-query [{alias}-v*]") == []
 
     refused = subprocess.run(
         [sys.executable, "-m", "indexer.cli.main", "purge", "--mailbox", box, "--rate", "-1"],
         env={**os.environ, **to_env(settings)}, capture_output=True, text=True, timeout=300,
     )
     assert refused.returncode == 2 and "rate" in refused.stderr
+
+
+def task_records_naming(settings: Settings, text: str) -> list[str]:
+    """Ids of the task records OpenSearch keeps (``.tasks``) whose description names
+    ``text``."""
+    client = factories.fulltext_index(settings).client
+    with warnings.catch_warnings():  # "this request accesses system indices"
+        warnings.simplefilter("ignore")
+        if not client.indices.exists(index=".tasks"):
+            return []
+        client.indices.refresh(index=".tasks")
+        hits = client.search(index=".tasks", body={"size": 10000})["hits"]["hits"]
+    return [h["_id"] for h in hits if text in str(h["_source"]["task"].get("description"))]

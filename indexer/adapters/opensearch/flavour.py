@@ -8,13 +8,15 @@ itself (its signer's service), so every index built from settings follows it.
 
 from __future__ import annotations
 
+import logging
 import time
+import warnings
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
 from opensearchpy import OpenSearch, helpers
-from opensearchpy.exceptions import NotFoundError
+from opensearchpy.exceptions import NotFoundError, TransportError
 
 from indexer.adapters.opensearch import cluster
 from indexer.adapters.opensearch import serverless as aoss
@@ -26,6 +28,7 @@ from indexer.core.pace import batch_size
 DELETE_SCROLL = 1000
 
 Call = Callable[..., Any]
+log = logging.getLogger(__name__)
 
 
 class Flavour(Protocol):
@@ -93,7 +96,9 @@ class Managed:
                        conflicts="proceed", refresh=True, wait_for_completion=False,
                        requests_per_second=rate if rate > 0 else -1,
                        scroll_size=batch_size(rate, DELETE_SCROLL))
-        result = _completed(call, client, str(started["task"]))
+        task_id = str(started["task"])
+        result = _completed(call, client, task_id)
+        _forget(client, task_id)
         if result.get("failures"):
             raise TransientError(f"opensearch delete_by_query: {result['failures'][0]}")
         return int(result.get("deleted", 0))
@@ -151,6 +156,21 @@ def _completed(call: Call, client: OpenSearch, task_id: str) -> Mapping[str, Any
             return dict(status.get("response") or {})
         time.sleep(wait)
         wait = min(1.0, wait * 2)
+
+
+def _forget(client: OpenSearch, task_id: str) -> None:
+    """Delete the record OpenSearch keeps of a task run without waiting (``.tasks``, one per
+    purge, kept until someone deletes it: OpenSearch's guide asks the caller to). Best effort:
+    a role without the right, or a domain that refuses direct access to system indices, leaves
+    it (a line at INFO naming it); the purge itself is done."""
+    try:
+        with warnings.catch_warnings():  # "this request accesses system indices": expected
+            warnings.simplefilter("ignore")
+            client.delete(index=".tasks", id=task_id)
+    except NotFoundError:
+        return
+    except TransportError as exc:
+        log.info("the purge's task record .tasks/%s was left (%s)", task_id, exc.status_code)
 
 
 def flavour_of(client: OpenSearch) -> Flavour:
