@@ -200,7 +200,8 @@ class QueueCollector(Collector):
         self._settings = settings
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
-        queues = (self._settings.fulltext_queue, self._settings.vectors_queue)
+        queues = (self._settings.fulltext_queue, self._settings.vectors_queue,
+                  self._settings.contacts_queue)
         up = GaugeMetricFamily("sidecar_redis_up", "1 if Redis answered this scrape.")
         try:
             pipe = redis_client(self._settings).pipeline(transaction=False)

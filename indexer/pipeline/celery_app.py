@@ -143,6 +143,30 @@ signals.worker_process_init.connect(_trace_worker, weak=False)
 signals.worker_process_shutdown.connect(_flush_traces, weak=False)
 
 
+def _runs_tasks_itself(worker: Any) -> bool:
+    """A worker whose pool runs tasks in its own process (threads: the contacts worker,
+    :mod:`indexer.pipeline.workers`), where no pool child starts to set tracing up."""
+    from celery.concurrency import get_implementation
+    from celery.concurrency.thread import TaskPool
+
+    pool = get_implementation(getattr(worker, "pool_cls", None) or "prefork")
+    return isinstance(pool, type) and issubclass(pool, TaskPool)
+
+
+def _trace_threads_worker(sender: Any = None, **_: Any) -> None:
+    if _runs_tasks_itself(sender):
+        otel.setup("sidecar-worker")
+
+
+def _flush_threads_worker(sender: Any = None, **_: Any) -> None:
+    if _runs_tasks_itself(sender):
+        otel.flush()
+
+
+signals.worker_init.connect(_trace_threads_worker, weak=False)
+signals.worker_shutdown.connect(_flush_threads_worker, weak=False)
+
+
 def _embedding_gives_way(instance: Any = None, **_: Any) -> None:
     """A worker consuming the vectors queue runs ``SIDECAR_VECTORS_NICE`` steps below normal
     CPU priority (its pool's children inherit it).

@@ -2,11 +2,16 @@
 
 A full-text task's sink does not wait for its writes to be searchable
 (:mod:`indexer.pipeline.contacts_sync`): it publishes one of these per mailbox it moved, on
-the full-text queue, before the batch is acknowledged; the task waits for the writes to be
-searchable and recounts. Published without a countdown: a Celery worker holds a task due
-later as an unacknowledged message, and with one in hand a Redis restart crashed the worker
-(kombu's ``restore_unacked`` on the lost connection: "'NoneType' object has no attribute
-'hostname'"; ``test_tail_redis_restart``).
+the contacts queue (``<prefix>.contacts``), before the batch is acknowledged; the task waits
+for the writes to be searchable and recounts. That wait is most of a recount (~0.3 s of the
+index's 0.5 s refresh, a few milliseconds of work), so the full-text role consumes the queue
+with a pool of threads (:mod:`indexer.pipeline.workers`): on the full-text queue, recounts held
+the batches' processes while they waited and made the next batches queue behind them
+(docs/results/runs/2026-12-05-freshness-fresh-three.md). A recount published by an earlier
+release on the full-text queue is still run there. Published without a countdown: a Celery
+worker holds a task due later as an unacknowledged message, and with one in hand a Redis
+restart crashed the worker (kombu's ``restore_unacked`` on the lost connection:
+"'NoneType' object has no attribute 'hostname'"; ``test_tail_redis_restart``).
 
 Retried as a batch is (:mod:`indexer.pipeline.tasks`): a transient failure within
 ``transient_retry_budget_s``, refused credentials without a deadline, anything else
@@ -53,7 +58,7 @@ def defer_to(settings: Settings) -> Defer:
 
     def publish(rc: Recount) -> None:
         contacts.apply_async(args=[stamped(settings, rc.to_json())],
-                             queue=settings.fulltext_queue)
+                             queue=settings.contacts_queue)
 
     return publish
 

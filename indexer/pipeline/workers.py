@@ -1,13 +1,14 @@
 """Run the Celery worker processes: one per queue, supervised until a signal.
 
 Worker layout (2 cores): one worker per queue. The full-text worker never loads the model and
-runs two processes by default: its tasks mostly wait on the table and the engines, and its
-queue also carries each batch's contact recount (``sidecar.contacts``); with one process the
-next batch waits behind both. While the batch itself still waited for the refresh before
-recounting, one process let the queue grow without bound at 5 messages/s
-(docs/results/runs/2026-12-05-freshness-contacts.md); since the recount is deferred, two
-processes against one measured queue p99 0.23 against 1.37 s
-(docs/results/runs/2026-12-05-freshness-deferred-contacts.md). The vectors worker owns the
+runs two processes by default: its tasks mostly wait on the table and the engines. Beside it
+the full-text role runs a second, small worker on the contacts queue (``<prefix>.contacts``):
+each batch's contact recount (``sidecar.contacts``) waits ~0.3 s for the index's refresh and
+then works for milliseconds, so it runs on a pool of :data:`CONTACTS_THREADS` threads in one
+process. On the full-text queue, recounts held one of the two processes through that wait
+for each batch (~1.1 process-seconds per second at 5 messages/s) and the next batches queued
+behind them: the queue's p99 was 0.35-0.61 s of a 1.3-1.6 s freshness p99
+(docs/results/runs/2026-12-05-freshness-fresh-three.md). The vectors worker owns the
 embedder and — in embedded mode — the Qdrant store, which admits one process only, so that
 worker runs with concurrency 1. With ``SIDECAR_QDRANT_URL`` both roles scale out to any
 number of processes and hosts. Sending them tasks is :mod:`indexer.pipeline.dispatch`.
@@ -28,16 +29,29 @@ from indexer.settings import Settings, to_env
 ROLES = ("fulltext", "vectors")
 DEFAULT_CONCURRENCY = {"fulltext": 2, "vectors": 1}
 """Processes per role when none is given: I/O-bound full text 2, CPU-bound vectors 1."""
+CONTACTS_THREADS = 8
+"""Threads of the full-text role's contacts worker: recounts waiting for a refresh at once
+(each needs one for ~0.3 s; eight cover ~25 batches a second)."""
+WORKERS = {"fulltext": ("fulltext", "contacts"), "vectors": ("vectors",)}
+"""The Celery workers each role runs (``contacts``: the full-text role's recounts)."""
 
 
 def worker_argv(
-    settings: Settings, role: str, concurrency: int | None, loglevel: str
+    settings: Settings, worker: str, concurrency: int | None, loglevel: str
 ) -> list[str]:
-    """``concurrency`` None: the role's :data:`DEFAULT_CONCURRENCY`."""
-    queue = settings.fulltext_queue if role == "fulltext" else settings.vectors_queue
+    """One Celery worker's command line; ``worker`` is a role or ``contacts``.
+    ``concurrency`` None: the role's :data:`DEFAULT_CONCURRENCY` (the contacts worker always
+    runs :data:`CONTACTS_THREADS` threads)."""
+    pool = "prefork"
+    if worker == "contacts":
+        queue, pool, concurrency = settings.contacts_queue, "threads", CONTACTS_THREADS
+    elif worker == "fulltext":
+        queue = settings.fulltext_queue
+    else:
+        queue = settings.vectors_queue
     if concurrency is None:
-        concurrency = DEFAULT_CONCURRENCY[role]
-    if role == "vectors" and settings.qdrant_embedded:
+        concurrency = DEFAULT_CONCURRENCY[worker]
+    if worker == "vectors" and settings.qdrant_embedded:
         concurrency = 1  # the embedded store admits a single owner process
     return [
         sys.executable,
@@ -52,11 +66,11 @@ def worker_argv(
         "-c",
         str(concurrency),
         "-P",
-        "prefork",
+        pool,
         "-l",
         loglevel,
         "-n",
-        f"{role}-{uuid.uuid4().hex[:6]}@%h",
+        f"{worker}-{uuid.uuid4().hex[:6]}@%h",
         "--without-gossip",
         "--without-mingle",
         "-O",
@@ -73,18 +87,20 @@ def spawn_workers(
     own_session: bool = False,
     log: IO[bytes] | None = None,
 ) -> list[subprocess.Popen[bytes]]:
-    """One Celery worker process per role; ``own_session`` puts each in its own process group,
-    ``log`` receives their output (default: inherited)."""
+    """The Celery worker processes of each role (:data:`WORKERS`: full text two, vectors
+    one), in that order; ``own_session`` puts each in its own process group, ``log`` receives
+    their output (default: inherited)."""
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1"}
     return [
         subprocess.Popen(
-            worker_argv(settings, role, concurrency, loglevel),
+            worker_argv(settings, worker, concurrency, loglevel),
             env=env,
             start_new_session=own_session,
             stdout=log,
             stderr=log,
         )
         for role in roles
+        for worker in WORKERS[role]
     ]
 
 

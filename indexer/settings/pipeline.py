@@ -83,3 +83,10 @@ class PipelineSettings(BaseModel):
     @property
     def vectors_queue(self) -> str:
         return f"{self.queue_prefix}.vectors"
+
+    @property
+    def contacts_queue(self) -> str:
+        """Each full-text batch's contact recounts (``sidecar.contacts``): a queue of their
+        own, consumed by the full-text role's thread pool, so that a recount waiting for the
+        index's refresh never holds a process a batch could run in."""
+        return f"{self.queue_prefix}.contacts"

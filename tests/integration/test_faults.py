@@ -207,8 +207,8 @@ def _run_faults(
     ddb = prepare_tables(settings)
     factories.fulltext_index(settings).ensure()
     log = tmp_path / "tail.log"
-    workers = {role: spawn_workers(settings, (role,), 1, "WARNING", own_session=True)[0]
-               for role in ("fulltext", "vectors")}
+    started = spawn_workers(settings, ("fulltext", "vectors"), 1, "WARNING", own_session=True)
+    workers = dict(zip(("fulltext", "contacts", "vectors"), started, strict=True))
     tail = _tail_process(settings, log, "--stage", "each")
     load = WriteLoad(ddb, settings.table)
     depth = QueueDepth(settings)

@@ -28,13 +28,14 @@ import json
 import os
 import subprocess
 import sys
+from contextlib import ExitStack
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 
 import httpx
 import pytest
 
-from indexer.pipeline.workers import spawn_workers, stop_workers
+from indexer.pipeline.workers import WORKERS, stop_workers, worker_argv
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from tests.support.api_fixtures import free_port, mail, serve_process, store_all
@@ -168,9 +169,14 @@ def test_processes_without_an_endpoint_import_no_tracing(
     env = {**os.environ, **to_env(settings),
            "SIDECAR_API_TOKENS": json.dumps({token_hash(TOKEN): [BOX]})}
 
-    worker_log = tmp_path / "worker.log"
-    with worker_log.open("wb") as log:
-        procs = spawn_workers(settings, ("fulltext",), 1, "WARNING", own_session=True, log=log)
+    # The full-text role's two workers (batches, contact recounts), each with a log of its
+    # own: two processes' import reports in one file would interleave and mis-nest.
+    worker_logs = {w: tmp_path / f"{w}.log" for w in WORKERS["fulltext"]}
+    with ExitStack() as logs:
+        procs = [subprocess.Popen(
+            worker_argv(settings, w, 1, "WARNING"), env={**env, "HF_HUB_OFFLINE": "1"},
+            start_new_session=True, stdout=logs.enter_context(path.open("wb")),
+            stderr=subprocess.STDOUT) for w, path in worker_logs.items()]
         try:
             # The CLI sends the tasks (no --wait: no vectors worker runs here); the worker
             # indexes the full text.
@@ -197,12 +203,14 @@ def test_processes_without_an_endpoint_import_no_tracing(
         stop_workers([api])
 
     cli = check(sent.stderr, "sidecar ingest")
-    worker = check(worker_log.read_text(errors="replace"), "the worker")
+    worker = {m: by for w, path in worker_logs.items()
+              for m, by in check(path.read_text(errors="replace"), f"the {w} worker").items()}
     served = check(api_log.read_text(errors="replace"), "sidecar serve")
-    # What they had loaded: the CLI, the worker (its main process and its pool child), the API.
+    # What they had loaded: the CLI, the workers (the batches' main process and pool child, the
+    # recounts' process), the API.
     exited = loaded(reports)
     assert {"ingest", "worker", "serve"} <= {c.split()[0] for c in exited}, sorted(exited)
-    assert len([c for c in exited if c.startswith("worker")]) >= 2, sorted(exited)
+    assert len([c for c in exited if c.startswith("worker")]) >= 3, sorted(exited)
     for command, modules in exited.items():
         assert modules, command  # the bare API, by redis at least
         assert not [m for m in modules if m.startswith(NEVER)], (command, modules)

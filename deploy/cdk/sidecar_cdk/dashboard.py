@@ -27,7 +27,8 @@ def add_dashboard(stack: StackParts) -> cloudwatch.Dashboard:
         title="Alarms", alarms=list(stack.alarms), width=24, height=4))
     dashboard.add_widgets(
         _graph("Stream lag (max)", metrics.stream_lag(stack)),
-        _graph("Queue depth", metrics.queue_depth("fulltext"), metrics.queue_depth("vectors")),
+        _graph("Queue depth", *(metrics.queue_depth(q) for q in ("fulltext", "vectors",
+                                                                  "contacts"))),
         _graph("Running tasks", *(metrics.running_tasks(stack, name)
                                   for name in stack.services)))
     dashboard.add_widgets(

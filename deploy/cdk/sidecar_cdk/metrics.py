@@ -16,7 +16,7 @@ from aws_cdk import aws_elasticloadbalancingv2 as elbv2
 from sidecar_cdk.parts import StackParts
 
 NAMESPACE = "MailSearchSidecar"
-QUEUE_PREFIX = "sidecar"  # SIDECAR_QUEUE_PREFIX: the queues are <prefix>.fulltext, .vectors
+QUEUE_PREFIX = "sidecar"  # SIDECAR_QUEUE_PREFIX: <prefix>.fulltext, .vectors, .contacts
 
 
 def sidecar_metric(name: str, role: str, statistic: str, minutes: int = 1) -> cloudwatch.Metric:
