@@ -22,8 +22,11 @@ filled before the summary existed, and the repair for one a failure left behind.
 
 from __future__ import annotations
 
+import threading
+import zlib
 from collections import defaultdict
 from collections.abc import Callable, Collection, Iterable, Mapping
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any
@@ -116,14 +119,34 @@ class Recount:
 Defer = Callable[[Recount], None]
 
 
+_MAILBOX_LOCKS = tuple(threading.Lock() for _ in range(64))
+
+
+def _mailbox_locks(mailboxes: Iterable[str]) -> list[threading.Lock]:
+    """The locks of these mailboxes, in one fixed order (no two callers can deadlock): one
+    of a fixed set per mailbox, always the same, so the set stays bounded whatever the number
+    of mailboxes (two mailboxes sharing one only wait for each other)."""
+    slots = {zlib.crc32(m.encode()) % len(_MAILBOX_LOCKS) for m in mailboxes}
+    return [_MAILBOX_LOCKS[i] for i in sorted(slots)]
+
+
 def recount(keeper: ContactsKeeper, recounts: Iterable[Recount]) -> int:
     """Wait until each recount's messages are searchable as written, then make its contacts
-    match the index; the contact documents written."""
+    match the index; the contact documents written.
+
+    One mailbox's recounts run one at a time in a process: the contacts worker runs many at
+    once on threads (:mod:`indexer.pipeline.workers`), and recounts of one mailbox move the
+    same contacts (its own address, a list's), so side by side they would each poll for
+    their writes, count, write and count again while the other's writes moved the figures.
+    In turn, the one that waited finds its writes already searchable at its first look."""
     todo = list(recounts)
-    visible = {r: p for rc in todo for r, p in rc.visible.items()}
-    if visible:
-        keeper.index.wait_visible(visible, VISIBLE_WAIT_S)
-    return sum(keeper.refresh(rc.mailbox, rc.emails) for rc in todo if rc.emails)
+    with ExitStack() as held:
+        for lock in _mailbox_locks(rc.mailbox for rc in todo):
+            held.enter_context(lock)
+        visible = {r: p for rc in todo for r, p in rc.visible.items()}
+        if visible:
+            keeper.index.wait_visible(visible, VISIBLE_WAIT_S)
+        return sum(keeper.refresh(rc.mailbox, rc.emails) for rc in todo if rc.emails)
 
 
 def merged(recounts: Iterable[Recount]) -> list[Recount]:

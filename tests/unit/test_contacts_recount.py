@@ -5,6 +5,10 @@ shape is refused rather than guessed at."""
 from __future__ import annotations
 
 import json
+import threading
+import time
+from collections import Counter
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
@@ -44,3 +48,45 @@ def test_an_import_recounts_each_mailbox_once() -> None:
                                                  MessageRef("a", "2"): True}),
         b1,
     ]
+
+
+class _Keeper:
+    """Stands in for a ContactsKeeper (``index.wait_visible``, ``refresh``): records how many
+    recounts of each mailbox are inside at once."""
+
+    def __init__(self) -> None:
+        self.index = self
+        self.lock = threading.Lock()
+        self.inside: Counter[str] = Counter()
+        self.most: Counter[str] = Counter()
+        self.both = 0
+
+    def wait_visible(self, visible: dict[MessageRef, bool], timeout_s: float) -> None:
+        [mailbox] = {r.mailbox_id for r in visible}
+        with self.lock:
+            self.inside[mailbox] += 1
+            self.most[mailbox] = max(self.most[mailbox], self.inside[mailbox])
+            self.both = max(self.both, sum(1 for n in self.inside.values() if n))
+        time.sleep(0.02)
+
+    def refresh(self, mailbox: str, emails: frozenset[str]) -> int:
+        with self.lock:
+            self.inside[mailbox] -= 1
+        return len(emails)
+
+
+def test_one_mailboxs_recounts_run_one_at_a_time_and_other_mailboxes_beside_them() -> None:
+    """The contacts worker's threads: recounts of one mailbox side by side would fight over
+    the same contacts; two mailboxes' need not wait for each other."""
+    from indexer.pipeline.contacts_sync import _mailbox_locks, recount
+
+    a, b = "a@x.org", "b@x.org"
+    assert len(_mailbox_locks([a, b])) == 2  # not sharing a lock (else the test says nothing)
+    keeper = _Keeper()
+    jobs = [Recount(m, frozenset({"p@e"}), {MessageRef(m, str(n)): True})
+            for n in range(6) for m in (a, b)]
+    with ThreadPoolExecutor(8) as pool:
+        written = sum(pool.map(lambda rc: recount(keeper, [rc]), jobs))  # type: ignore[arg-type]
+    assert written == 12
+    assert keeper.most == Counter({a: 1, b: 1})
+    assert keeper.both == 2
