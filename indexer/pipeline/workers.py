@@ -8,7 +8,8 @@ then works for milliseconds, so it runs on a pool of :data:`CONTACTS_THREADS` th
 process. On the full-text queue, recounts held one of the two processes through that wait
 for each batch (~1.1 process-seconds per second at 5 messages/s) and the next batches queued
 behind them: the queue's p99 was 0.35-0.61 s of a 1.3-1.6 s freshness p99
-(docs/results/runs/2026-12-05-freshness-fresh-three.md). The vectors worker owns the
+(docs/results/runs/2026-12-05-freshness-fresh-three.md); on their own, 10-18 ms
+(docs/results/runs/2026-12-05-freshness-contacts-queue.md). The vectors worker owns the
 embedder and — in embedded mode — the Qdrant store, which admits one process only, so that
 worker runs with concurrency 1. With ``SIDECAR_QDRANT_URL`` both roles scale out to any
 number of processes and hosts. Sending them tasks is :mod:`indexer.pipeline.dispatch`.
