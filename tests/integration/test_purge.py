@@ -189,3 +189,25 @@ def task_records_naming(settings: Settings, text: str) -> list[str]:
         client.indices.refresh(index=".tasks")
         hits = client.search(index=".tasks", body={"size": 10000})["hits"]["hits"]
     return [h["_id"] for h in hits if text in str(h["_source"]["task"].get("description"))]
+
+
+def test_a_whales_participant_items_go_in_batches_and_no_one_elses(
+    settings: Settings, unique: str
+) -> None:
+    """More items than one ``BatchWriteItem`` takes, found by every segment of the parallel
+    scan; another mailbox whose id starts alike, and the table's other items, stay."""
+    from tests.support.pipeline_helpers import prepare_tables
+
+    ddb = prepare_tables(settings)
+    table = settings.resolved_state_table
+    box, alike = f"whale-{unique}@x.org", f"whale-{unique}@x.org.uk"
+    for mailbox, count in ((box, 130), (alike, 7)):
+        for n in range(count):
+            ddb.put_item(TableName=table, Item={
+                "PK": {"S": f"P#{mailbox}#k{n:04d}"}, "SK": {"S": "PEOPLE"},
+                "people": {"S": "[]"}})
+    store = factories.store(settings)
+    assert store.delete_participants_of_mailbox(box) == 130
+    assert _participant_items(ddb, settings, box) == 0
+    assert _participant_items(ddb, settings, alike) == 7
+    assert store.delete_participants_of_mailbox(box) == 0

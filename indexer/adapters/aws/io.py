@@ -1,11 +1,12 @@
 """AWS plumbing shared by every DynamoDB, DynamoDB Streams and S3 caller: the one error
-classification of botocore's exceptions, item decoding, the one paged Query/Scan helper, and a
-strongly consistent ``BatchGetItem`` that follows ``UnprocessedKeys``."""
+classification of botocore's exceptions, item decoding, the one paged Query/Scan helper, a
+strongly consistent ``BatchGetItem`` that follows ``UnprocessedKeys``, and a batched delete that
+follows ``UnprocessedItems``."""
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from boto3.dynamodb.types import TypeDeserializer
@@ -15,6 +16,7 @@ from indexer.core.errors import ErrorKind, PoisonError, TransientError
 
 _DESER = TypeDeserializer()
 BATCH_KEYS = 100  # BatchGetItem's limit per call
+BATCH_WRITES = 25  # BatchWriteItem's limit per call
 _TRANSIENT_CODES = {
     "ProvisionedThroughputExceededException",
     "ThrottlingException",
@@ -103,15 +105,41 @@ def batch_get(
                 "ConsistentRead": consistent,
             }
         }
-        for attempt in range(10):
-            try:
-                response = client.batch_get_item(RequestItems=request)
-            except (ClientError, BotoCoreError) as exc:
-                raise classify_error(exc) from exc
+        for response in _until_processed(
+            lambda left: client.batch_get_item(RequestItems=left), request, "UnprocessedKeys"
+        ):
             yield from response["Responses"].get(table, [])
-            request = response.get("UnprocessedKeys") or {}
-            if not request:
-                break
-            time.sleep(min(2.0, 0.05 * 2**attempt))
-        else:
-            raise TransientError("dynamodb: keys left unprocessed after 10 attempts")
+
+
+def batch_delete(client: Any, table: str, keys: Sequence[Key]) -> int:
+    """Delete these items, 25 per ``BatchWriteItem`` call, following ``UnprocessedItems``
+    (throttled deletes) with backoff; the number of keys deleted (an absent item counts: a
+    delete of it is a no-op)."""
+    for start in range(0, len(keys), BATCH_WRITES):
+        chunk = keys[start : start + BATCH_WRITES]
+        request: dict[str, Any] = {table: [
+            {"DeleteRequest": {"Key": {"PK": {"S": pk}, "SK": {"S": sk}}}} for pk, sk in chunk]}
+        for _ in _until_processed(
+            lambda left: client.batch_write_item(RequestItems=left), request, "UnprocessedItems"
+        ):
+            pass
+    return len(keys)
+
+
+def _until_processed(
+    call: Callable[[dict[str, Any]], dict[str, Any]], request: dict[str, Any], left: str
+) -> Iterator[dict[str, Any]]:
+    """Each response of a batch call, called again with what it left unprocessed (``left``:
+    ``UnprocessedKeys``, ``UnprocessedItems``) after a growing pause, up to 10 calls in all
+    (then a transient error: the caller's retry takes it from there)."""
+    for attempt in range(10):
+        try:
+            response = call(request)
+        except (ClientError, BotoCoreError) as exc:
+            raise classify_error(exc) from exc
+        yield response
+        request = response.get(left) or {}
+        if not request:
+            return
+        time.sleep(min(2.0, 0.05 * 2**attempt))
+    raise TransientError(f"dynamodb: {left} after 10 attempts")
