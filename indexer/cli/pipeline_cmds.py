@@ -49,7 +49,8 @@ def worker(
     concurrency: Annotated[
         int | None, typer.Option(min=1, help="Processes per role (default: full text 2, its "
                                  "batches mostly wait on I/O; vectors 1, and always 1 when "
-                                 "embedded).")
+                                 "embedded). The full-text role's contact recounts run on "
+                                 "8 threads of one more process, whatever this says.")
     ] = None,
     loglevel: Annotated[
         CeleryLevel, typer.Option(case_sensitive=False, help="The workers' level "
@@ -62,7 +63,8 @@ def worker(
         ),
     ] = None,
 ) -> None:
-    """Start Celery workers: one per queue, so full-text never waits behind embedding."""
+    """Start Celery workers: one per queue (full text, its contact recounts, vectors), so
+    full text never waits behind embedding."""
     from indexer.pipeline.workers import ROLES, spawn_workers, supervise
 
     roles = ROLES if role is Role.ALL else (role.value,)
