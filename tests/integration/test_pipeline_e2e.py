@@ -50,9 +50,11 @@ def test_lkml_end_to_end(settings: Settings, tmp_path: Path) -> None:
         assert summary.dead_lettered == 0 and summary.decode_failed == 0
         assert summary.applied + summary.ignored == summary.read
         assert summary.embedded > 0
-        # The embedding worker gave up CPU priority (SIDECAR_VECTORS_NICE), full text did not.
-        fulltext, vectors = (os.getpriority(os.PRIO_PROCESS, p.pid) for p in procs)
+        # The embedding worker gave up CPU priority (SIDECAR_VECTORS_NICE), full text (its
+        # batches' worker and its recounts') did not.
+        fulltext, contacts, vectors = (os.getpriority(os.PRIO_PROCESS, p.pid) for p in procs)
         assert vectors - fulltext == settings.vectors_nice == 10
+        assert contacts == fulltext
         docs = opensearch_docs(settings, "lkml")
 
         # Re-delivery of every record: nothing is embedded again.
