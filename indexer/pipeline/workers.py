@@ -37,6 +37,11 @@ WORKERS = {"fulltext": ("fulltext", "contacts"), "vectors": ("vectors",)}
 """The Celery workers each role runs (``contacts``: the full-text role's recounts)."""
 
 
+def workers_of(roles: tuple[str, ...]) -> list[str]:
+    """The Celery workers these roles run, in the order :func:`spawn_workers` starts them."""
+    return [worker for role in roles for worker in WORKERS[role]]
+
+
 def worker_argv(
     settings: Settings, worker: str, concurrency: int | None, loglevel: str
 ) -> list[str]:
@@ -100,8 +105,7 @@ def spawn_workers(
             stdout=log,
             stderr=log,
         )
-        for role in roles
-        for worker in WORKERS[role]
+        for worker in workers_of(roles)
     ]
 
 

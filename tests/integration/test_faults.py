@@ -201,14 +201,14 @@ def _run_faults(
 ) -> None:
     from indexer.adapters import factories
     from indexer.ops.reconcile import reconcile
-    from indexer.pipeline.workers import spawn_workers, stop_workers
+    from indexer.pipeline.workers import spawn_workers, stop_workers, workers_of
     from tests.support.pipeline_helpers import prepare_tables, wait_until
 
     ddb = prepare_tables(settings)
     factories.fulltext_index(settings).ensure()
     log = tmp_path / "tail.log"
     started = spawn_workers(settings, ("fulltext", "vectors"), 1, "WARNING", own_session=True)
-    workers = dict(zip(("fulltext", "contacts", "vectors"), started, strict=True))
+    workers = dict(zip(workers_of(("fulltext", "vectors")), started, strict=True))
     tail = _tail_process(settings, log, "--stage", "each")
     load = WriteLoad(ddb, settings.table)
     depth = QueueDepth(settings)

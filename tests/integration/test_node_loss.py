@@ -48,7 +48,7 @@ from indexer.adapters.qdrant.index import VectorIndex, build_store
 from indexer.core.errors import TransientError
 from indexer.core.vectors import match
 from indexer.ops.reconcile import reconcile
-from indexer.pipeline.workers import WORKERS, spawn_workers, stop_workers
+from indexer.pipeline.workers import spawn_workers, stop_workers, workers_of
 from indexer.settings import Settings, to_env
 from search_api.auth import token_hash
 from sidecar_tools.stack import components, opensearch_node
@@ -232,7 +232,7 @@ class Pipeline:
         with log.open("ab") as out:
             started = spawn_workers(self.settings, (name,), 1, loglevel="WARNING",
                                     own_session=True, log=out)
-            self.procs.update(zip(WORKERS[name], started, strict=True))  # full text: 2
+            self.procs.update(zip(workers_of((name,)), started, strict=True))  # full text: 2
 
     def kill(self, name: str) -> None:
         proc = self.procs.pop(name)

@@ -35,9 +35,8 @@ def test_a_workers_output_is_json_lines_with_the_task_on_task_lines(
         procs = spawn_workers(settings, ("fulltext",), 1, "INFO", own_session=True, log=log)
         try:
             assert ingest_fulltext(settings, tmp_path) == 0
-            wait_for(lambda: "Task sidecar.contacts[" in out.read_text(errors="replace")
-                     and "succeeded" in out.read_text(errors="replace").split(
-                         "Task sidecar.contacts[", 1)[1], timeout=60,
+            wait_for(lambda: "succeeded" in out.read_text(errors="replace").partition(
+                         "Task sidecar.contacts[")[2], timeout=60,
                      message="the contacts worker never ran the batch's recount")
         finally:
             stop_workers(procs)

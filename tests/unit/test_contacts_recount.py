@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import threading
-import time
 from collections import Counter
 from concurrent.futures import ThreadPoolExecutor
 
@@ -52,7 +51,9 @@ def test_an_import_recounts_each_mailbox_once() -> None:
 
 class _Keeper:
     """Stands in for a ContactsKeeper (``index.wait_visible``, ``refresh``): records how many
-    recounts of each mailbox are inside at once."""
+    recounts of each mailbox are inside at once, and holds each inside until another recount
+    is inside beside it (a barrier of two): with the locks, that is always the other
+    mailbox's; without them, two of one mailbox could meet there."""
 
     def __init__(self) -> None:
         self.index = self
@@ -60,6 +61,7 @@ class _Keeper:
         self.inside: Counter[str] = Counter()
         self.most: Counter[str] = Counter()
         self.both = 0
+        self.pair = threading.Barrier(2, timeout=10)  # broken (an error) if no one comes
 
     def wait_visible(self, visible: dict[MessageRef, bool], timeout_s: float) -> None:
         [mailbox] = {r.mailbox_id for r in visible}
@@ -67,7 +69,7 @@ class _Keeper:
             self.inside[mailbox] += 1
             self.most[mailbox] = max(self.most[mailbox], self.inside[mailbox])
             self.both = max(self.both, sum(1 for n in self.inside.values() if n))
-        time.sleep(0.02)
+        self.pair.wait()
 
     def refresh(self, mailbox: str, emails: frozenset[str]) -> int:
         with self.lock:

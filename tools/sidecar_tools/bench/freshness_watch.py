@@ -66,16 +66,14 @@ def start_processes(settings: Settings, stage: str, events: Path, log: Path, *,
     full-text task keeps no contact summary (a measurement's ablation,
     :mod:`sidecar_tools.bench.freshness_phases`). ``roles=("fulltext",)``: the Edge layout,
     where ``sidecar serve`` owns the embedded store and consumes the vectors queue itself."""
-    from indexer.pipeline.workers import ROLES, WORKERS, worker_argv
+    from indexer.pipeline.workers import ROLES, worker_argv, workers_of
 
     env = {**os.environ, **to_env(settings), "HF_HUB_OFFLINE": "1", PROBE_ENV: str(events),
            ABLATE_ENV: ablate}
     procs = Processes()
-    for role in ROLES if roles is None else roles:
-        concurrency = fulltext_concurrency if role == "fulltext" else None
-        for worker in WORKERS[role]:
-            procs.start(probe_argv(worker_argv(settings, worker, concurrency, "WARNING")),
-                        env, log)
+    for worker in workers_of(ROLES if roles is None else roles):
+        concurrency = fulltext_concurrency if worker == "fulltext" else None
+        procs.start(probe_argv(worker_argv(settings, worker, concurrency, "WARNING")), env, log)
     procs.start(probe_argv(["tail", "--stage", stage, "--metrics-port", "0"]), env, log)
     return procs
 

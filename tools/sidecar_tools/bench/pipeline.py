@@ -21,7 +21,7 @@ from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.core.task_payload import TaskPayload
 from indexer.pipeline.dispatch import celery_send, decode_dead_letter, only_stage
 from indexer.pipeline.ingest import Ingestor, IngestSummary, Send
-from indexer.pipeline.workers import WORKERS, spawn_workers, stop_workers
+from indexer.pipeline.workers import spawn_workers, stop_workers, workers_of
 from indexer.settings import Settings
 from indexer.sources.files import read_sources
 from sidecar_tools.bench.timing import peak_rss_mib, rate
@@ -133,8 +133,8 @@ class Workers:
     def peak_rss_mib(self) -> dict[str, float]:
         """Each Celery worker's peak RSS (the full-text role runs two: ``fulltext`` and its
         recounts' ``contacts``)."""
-        workers = [w for role in self.roles for w in WORKERS[role]]
-        return {w: peak_rss_mib(p.pid) for w, p in zip(workers, self.procs, strict=True)}
+        return {w: peak_rss_mib(p.pid)
+                for w, p in zip(workers_of(self.roles), self.procs, strict=True)}
 
 
 def start_workers(settings: Settings, roles: tuple[str, ...], log: Path) -> Workers:
