@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from sidecar_tools.bench.tenants import _call_stats, mailbox_sizes, perturbed, searched
+from sidecar_tools.bench.tenants_mail import mailbox_sizes, perturbed, searched
+from sidecar_tools.bench.tenants_measure import call_stats
 
 
 @pytest.mark.parametrize(("messages", "mailboxes"), [(2_000, 200), (100_000, 2_000),
@@ -49,7 +50,7 @@ def test_purge_window_stats_keep_the_calls_before_a_cut() -> None:
     """The engines' window drops the calls begun during the purge's last steps, and the
     slowest calls are listed in time order."""
     calls = {"mid": [(0.1, 10.0), (1.0, 12.0), (2.0, 90.0), (3.0, 11.0)], "small": []}
-    whole, engines = _call_stats(calls), _call_stats(calls, upto=1.5)
+    whole, engines = call_stats(calls), call_stats(calls, upto=1.5)
     assert whole["mid"]["calls"] == 4 and engines["mid"]["calls"] == 2
     assert engines["mid"]["p99_ms"] < 12.1 < whole["mid"]["p99_ms"]
     assert whole["mid"]["slowest"][:2] == [[0.1, 10.0], [1.0, 12.0]]

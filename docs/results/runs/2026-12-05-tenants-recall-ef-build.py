@@ -7,12 +7,12 @@ from indexer.settings import Settings
 from indexer.adapters.qdrant.edge import EdgeStore
 from indexer.core.vectors import PointWrite, match
 from indexer.adapters.embedding.embedder import build_embedder
-from sidecar_tools.bench import tenants as T
+from sidecar_tools.bench import tenants_mail as T
 
 N = int(sys.argv[1]); root = Path(sys.argv[2]); mode = sys.argv[3]
 settings = Settings()
-pool = T._pool(Path("/work/shared/corpora/linux-mips.jsonl.gz"), 10000)
-vectors, _ = T._base_vectors(settings, pool, Path("/work/main/.sidecar/bench/tenants"), print)
+pool = T.load_pool(Path("/work/shared/corpora/linux-mips.jsonl.gz"), 10000)
+vectors, _ = T.base_vectors(settings, pool, Path("/work/main/.sidecar/bench/tenants"), print)
 sizes = T.mailbox_sizes(N, 10000, 0.1, 300, 0.5)
 chosen = T.searched(sizes, 300)
 whale_i = chosen["whale"]
@@ -27,7 +27,7 @@ if mode == "build":
             slot = cursor % len(pool); cursor += 1; copy = used[slot]; used[slot] += 1
             base = vectors[slot]
             if base is None: continue
-            v = [float(x) for x in base] if copy == 0 else T._noisy(base, f"{copy}|{box[n]}|{slot}")
+            v = [float(x) for x in base] if copy == 0 else T.noisy(base, f"{copy}|{box[n]}|{slot}")
             pid += 1
             batch.append(PointWrite(f"00000000-0000-0000-0000-{pid:012d}", v,
                          {"mailbox_id": box[n], "thread_key": f"th{slot}", "message_key": f"m{pid}", "ts": pid}))

@@ -4,21 +4,21 @@ from indexer.settings import Settings
 from indexer.adapters.qdrant.edge import EdgeStore
 from indexer.core.vectors import match
 from indexer.adapters.embedding.embedder import build_embedder
-from sidecar_tools.bench import tenants as T, queries
+from sidecar_tools.bench import queries, tenants_mail as T, tenants_storage as S
 from sidecar_tools.bench.dataset import Message
 from sidecar_tools.writer.mapping import to_items
-pool = T._pool(Path("/work/shared/corpora/linux-mips.jsonl.gz"), 10000)
+pool = T.load_pool(Path("/work/shared/corpora/linux-mips.jsonl.gz"), 10000)
 msgs = []
 used = [0] * len(pool)
 for i in range(100000):
     slot = i % len(pool); copy = used[slot]; used[slot] += 1
     e = T.perturbed(pool[slot], copy)
-    items = to_items(e, "w@x"); st = T._state(items, "w@x")
+    items = to_items(e, "w@x"); st = T.state_of(items, "w@x")
     msgs.append(Message(st.ref, str(items.message["thread_key"]), int(items.message["ts"]), None, e))
 qs = queries.free_text_queries(msgs, "w@x", int(sys.argv[1]))
 qv = build_embedder(Settings()).embed_query(qs)
 store = EdgeStore(Path("/work/runs/q1m"))
-r = T.recall(store, "c", "t00000@x", qv)
+r = S.recall(store, "c", "t00000@x", qv)
 print(len(qs), r)
 import qdrant_edge as qe
 from indexer.adapters.qdrant.edge_codec import to_filter
