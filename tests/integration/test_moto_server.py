@@ -167,3 +167,62 @@ def test_the_launcher_quiets_the_garbage_collector() -> None:
     finally:
         gc.unfreeze()
         gc.set_threshold(*before)
+
+
+UPDATES = [
+    "SET #a0 = :v0", "SET #a0 = :v0, #a1 = :v1 REMOVE #a2", "REMOVE #a0, #a1",
+    "SET #a0 = :v0 SET #a1 = :v1", "REMOVE #a0 REMOVE #a1", "ADD #a0 :v0 ADD #a1 :v1",
+    "SET #a0 = list_append(#a0, :v0) REMOVE #a1 ADD #a2 :v2",
+    "SET #a0 = if_not_exists(#a0, :v0) + :v1 SET #a1 = :v2",
+    "SET " + ", ".join(f"#a{n} = :v{n}" for n in range(80)) + " REMOVE #b0, #b1",
+]
+
+
+def _clause_check(expression: str) -> str | None:
+    from moto.dynamodb.parsing.expressions import UpdateExpressionParser
+    from moto.dynamodb.parsing.validators import ActionCountValidator
+
+    try:
+        ActionCountValidator().traverse(UpdateExpressionParser.make(expression))
+    except Exception as exc:  # moto's TooManyClauses: its type and words are the answer
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+
+def test_the_one_pass_update_check_answers_as_motos() -> None:
+    """The launcher's clause count (linear) refuses exactly what moto's (quadratic) refuses,
+    with the same error."""
+    from moto.dynamodb.parsing.validators import ActionCountValidator
+
+    from sidecar_tools.stack import moto_server
+
+    stock = ActionCountValidator.traverse
+    want = [_clause_check(e) for e in UPDATES]
+    moto_server._patch_update_checks()
+    try:
+        assert ActionCountValidator.traverse is not stock
+        assert [_clause_check(e) for e in UPDATES] == want
+        assert sum(w is not None for w in want) == 4  # the three doubled kinds and SET twice
+    finally:
+        ActionCountValidator.traverse = stock  # type: ignore[method-assign]
+
+
+def test_a_wide_update_applies_and_a_doubled_clause_is_refused(ddb: Any, unique: str) -> None:
+    """Through the stack's server: a participant-sized SET + REMOVE applies; two SET clauses
+    are a ValidationException, as DynamoDB answers."""
+    name = f"{unique}-updates"
+    _table(ddb, name)
+    key = {"PK": {"S": "m"}, "SK": {"S": "P"}}
+    names = {f"#a{n}": f"p_{n}@example.org" for n in range(60)}
+    values = {f":v{n}": {"S": f"cc {n}"} for n in range(59)}
+    sets = ", ".join(f"#a{n} = :v{n}" for n in range(59))
+    ddb.put_item(TableName=name, Item={**key, "p_59@example.org": {"S": "gone"}})
+    ddb.update_item(TableName=name, Key=key, UpdateExpression=f"SET {sets} REMOVE #a59",
+                    ExpressionAttributeNames=names, ExpressionAttributeValues=values)
+    item = ddb.get_item(TableName=name, Key=key, ConsistentRead=True)["Item"]
+    assert {k: v["S"] for k, v in item.items() if k.startswith("p_")} == {
+        f"p_{n}@example.org": f"cc {n}" for n in range(59)}
+    with pytest.raises(ddb.exceptions.ClientError, match="ValidationException"):
+        ddb.update_item(TableName=name, Key=key, UpdateExpression="SET #a0 = :v0 SET #a1 = :v1",
+                        ExpressionAttributeNames={"#a0": "x", "#a1": "y"},
+                        ExpressionAttributeValues={":v0": {"S": "1"}, ":v1": {"S": "2"}})
