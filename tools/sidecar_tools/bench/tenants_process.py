@@ -16,7 +16,7 @@ from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from indexer.adapters.opensearch.index import build_client as build_opensearch
 from indexer.settings import Settings
@@ -69,8 +69,15 @@ def start_api(settings: Settings, mailboxes: Sequence[str], log: Path) -> ApiPro
 
 # --- the Qdrant servers ------------------------------------------------------------------------
 
-# by URL: the pid, the RSS of the empty server and its storage directory (see qdrant_server)
-_SERVERS: dict[str, tuple[int, int, Path]] = {}
+class StartedServer(NamedTuple):
+    """A Qdrant server this run started: its figures are measured against these."""
+
+    pid: int
+    empty_rss: int  # the RSS of the empty server, the baseline of its collection's figures
+    storage: Path
+
+
+_SERVERS: dict[str, StartedServer] = {}  # by URL
 
 
 @contextmanager
@@ -82,10 +89,8 @@ def qdrant_server(run_dir: Path, name: str) -> Iterator[Any]:
         raise RuntimeError("bench-tenants --backend server: no Qdrant server binary "
                            "(SIDECAR_QDRANT_BIN or ../shared/tools/qdrant)")
     server = start_server(binary, (run_dir / name).resolve())
-    # pid, RSS of the empty server (the baseline its collection's figures are measured
-    # against) and its storage directory
-    _SERVERS[server.url] = (server.process.pid, proc_rss(server.process.pid),
-                            (run_dir / name).resolve() / "storage")
+    _SERVERS[server.url] = StartedServer(server.process.pid, proc_rss(server.process.pid),
+                                         (run_dir / name).resolve() / "storage")
     try:
         yield server
     finally:
@@ -97,7 +102,12 @@ def settings_for_server(settings: Settings, server: Any) -> Settings:
                                        "qdrant_grpc_port": server.grpc_port})
 
 
+def started_server(settings: Settings) -> StartedServer | None:
+    """The Qdrant server this run started at the settings' URL, if it did."""
+    return _SERVERS.get(settings.qdrant_url or "")
+
+
 def qdrant_pid(settings: Settings) -> int | None:
     """The pid of the Qdrant server this run started at the settings' URL."""
-    found = _SERVERS.get(settings.qdrant_url or "")
-    return found[0] if found else None
+    found = started_server(settings)
+    return found.pid if found else None

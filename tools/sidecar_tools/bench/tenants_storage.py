@@ -27,10 +27,10 @@ from search_api.service import DEPTH
 from sidecar_tools.bench.tenants_measure import ClassWork
 from sidecar_tools.bench.tenants_options import Log, TenantOptions
 from sidecar_tools.bench.tenants_process import (
-    _SERVERS,
     proc_rss,
     qdrant_server,
     settings_for_server,
+    started_server,
 )
 from sidecar_tools.bench.timing import percentile
 
@@ -208,7 +208,10 @@ def _server_figures(settings: Settings, collection: str, boxes: Sequence[str],
     """RSS the server process gained over its empty start after building the collection and
     searching every class, and the collection's directory on disk. The server keeps what
     its build left resident (the Edge figures come from a fresh process)."""
-    pid, empty, storage = _SERVERS[settings.qdrant_url or ""]
+    started = started_server(settings)
+    if started is None:
+        raise RuntimeError(f"no Qdrant server of this run at {settings.qdrant_url}")
+    pid, empty, storage = started
     store = build_store(settings)
     try:
         for vector in vectors:

@@ -47,6 +47,7 @@ import gc
 import json
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from datetime import datetime
 from typing import Any
@@ -237,26 +238,25 @@ def _patch_update_checks() -> None:
 
     ast: Any = ast_nodes  # moto types this module as ignored: its names are unknown to mypy
 
-    kinds = (ast.UpdateExpressionAddClause, ast.UpdateExpressionRemoveClause,
-             ast.UpdateExpressionSetClause)
-    names = ("ADD", "REMOVE", "SET")
+    kinds = {ast.UpdateExpressionAddClause: "ADD", ast.UpdateExpressionRemoveClause: "REMOVE",
+             ast.UpdateExpressionSetClause: "SET"}  # in the order moto checks them
     descended = (ast.Expression, ast.UpdateExpressionFunction)
 
-    def counted(node: Any) -> list[int]:
+    def counted(node: Any) -> Counter[str]:
         """What ``node.find_clauses`` would find of each kind, after checking each node below
         (children first, as moto's traverser visits them)."""
-        found = [0, 0, 0]
+        found: Counter[str] = Counter()
         for child in node.children or []:
             if not isinstance(child, ast.Node):
                 continue
             below = counted(child)
             if type(child) in kinds:
-                found[kinds.index(type(child))] += 1
+                found[kinds[type(child)]] += 1
             elif isinstance(child, descended):
-                found = [a + b for a, b in zip(found, below, strict=True)]
+                found.update(below)
         if isinstance(node, ast.UpdateExpression):
-            for name, count in zip(names, found, strict=True):
-                if count > 1:
+            for name in kinds.values():
+                if found[name] > 1:
                     raise TooManyClauses(name)
         return found
 
